@@ -1,0 +1,273 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/dgraph-io/badger/v4"
+	"go.uber.org/zap"
+)
+
+// ErrNotFound is returned by Get for a tile that is not stored.
+var ErrNotFound = errors.New("store: tile not found")
+
+// Store is what the tile cache needs from tile storage. The Badger type is
+// the one implementation; the interface keeps the handler and the seeder
+// testable and the storage replaceable.
+type Store interface {
+	// Get returns the tile under k, its image appended to dst[:0].
+	Get(k *Key, dst []byte) (Tile, error)
+	// Put stores the entries atomically where it can (one metatile is one
+	// batch), all stamped with the same time.
+	Put(entries []Entry, at time.Time) error
+	// Has reports which of the keys are stored no earlier than notBefore,
+	// without reading their images.
+	Has(keys []Key, notBefore time.Time) ([]bool, error)
+}
+
+// Badger is a tile store in one Badger database directory.
+type Badger struct {
+	db     *badger.DB
+	dir    string
+	log    *zap.Logger
+	stop   chan struct{}
+	done   sync.WaitGroup
+	mu     sync.Mutex // serialises generation changes
+	gens   sync.Map   // layer → *atomic.Uint64
+	closed atomic.Bool
+}
+
+var _ Store = (*Badger)(nil)
+
+// Options tune a store. Zero values take the defaults.
+type Options struct {
+	// GCInterval is how often the value log is garbage-collected.
+	GCInterval time.Duration
+	// ValueThreshold: values larger than this go to the value log, which is
+	// where tiles belong (1–100 KB); keys and tiny blank tiles stay in the LSM tree.
+	ValueThreshold int64
+}
+
+// pool shares one open database per directory within the process, so a
+// Caddy config reload, which provisions the new handlers before it cleans
+// up the old ones, neither opens a directory twice (Badger forbids it) nor
+// closes it under requests still running.
+var pool = caddy.NewUsagePool()
+
+// opens counts databases opened in this process: a config reload must not
+// add to it (exported as a metric; tests check it).
+var opens atomic.Uint64
+
+// Opens is how many times a store directory was opened in this process.
+func Opens() uint64 { return opens.Load() }
+
+// Open returns the store for dir, opening it on first use. Each Open must
+// be paired with one Release.
+func Open(dir string, opts Options) (*Badger, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	v, _, err := pool.LoadOrNew(abs, func() (caddy.Destructor, error) {
+		return open(abs, opts)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.(*Badger), nil
+}
+
+// Release gives back one use of the store; the last one closes it.
+func (s *Badger) Release() error {
+	_, err := pool.Delete(s.dir)
+	return err
+}
+
+// Dir is the store's absolute directory.
+func (s *Badger) Dir() string { return s.dir }
+
+func open(dir string, o Options) (*Badger, error) {
+	if o.GCInterval <= 0 {
+		o.GCInterval = 5 * time.Minute
+	}
+	if o.ValueThreshold <= 0 {
+		o.ValueThreshold = 512
+	}
+	log := caddy.Log().Named("tile_cache.store").With(zap.String("dir", dir))
+	bo := badger.DefaultOptions(dir).
+		WithLogger(badgerLogger{log.Sugar()}).
+		WithValueThreshold(o.ValueThreshold).
+		// Smaller value-log files let GC reclaim space from truncated
+		// layers sooner; tiles are small, so 256 MiB still holds thousands.
+		WithValueLogFileSize(256 << 20)
+	db, err := badger.Open(bo)
+	if err != nil {
+		return nil, fmt.Errorf("opening tile store %s: %w", dir, err)
+	}
+	opens.Add(1)
+	s := &Badger{db: db, dir: dir, log: log, stop: make(chan struct{})}
+	if err := s.loadGenerations(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	s.done.Add(1)
+	go s.gcLoop(o.GCInterval)
+	log.Info("tile store opened")
+	return s, nil
+}
+
+// Destruct closes the database; the usage pool calls it after the last Release.
+func (s *Badger) Destruct() error {
+	if !s.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	close(s.stop)
+	s.done.Wait()
+	err := s.db.Close()
+	s.log.Info("tile store closed", zap.Error(err))
+	return err
+}
+
+// gcLoop reclaims value-log space: every rewrite of a tile and every
+// truncation leaves garbage there that Badger only frees on request.
+func (s *Badger) gcLoop(every time.Duration) {
+	defer s.done.Done()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			n := 0
+			for n < 16 && s.db.RunValueLogGC(0.5) == nil {
+				n++
+			}
+			if n > 0 {
+				s.log.Debug("value log GC", zap.Int("files_rewritten", n))
+			}
+		}
+	}
+}
+
+func (s *Badger) loadGenerations() error {
+	return s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{tagGeneration}})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			item := it.Item()
+			layer := string(item.Key()[1:])
+			err := item.Value(func(v []byte) error {
+				if len(v) != 8 {
+					return fmt.Errorf("store: bad generation record for layer %q", layer)
+				}
+				g := new(atomic.Uint64)
+				g.Store(binary.BigEndian.Uint64(v))
+				s.gens.Store(layer, g)
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Generation is the layer's current generation: the only one whose tiles
+// are visible.
+func (s *Badger) Generation(layer string) uint64 {
+	if g, ok := s.gens.Load(layer); ok {
+		return g.(*atomic.Uint64).Load()
+	}
+	return 0
+}
+
+// Get implements Store.
+func (s *Badger) Get(k *Key, dst []byte) (Tile, error) {
+	var kb [128]byte
+	key := tileKey(kb[:0], k, s.Generation(k.Layer))
+	var t Tile
+	err := s.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(key)
+		if err != nil {
+			return err
+		}
+		return item.Value(func(v []byte) error {
+			var err error
+			t, err = decodeValue(v, dst)
+			return err
+		})
+	})
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return Tile{}, ErrNotFound
+	}
+	return t, err
+}
+
+// Put implements Store: one transaction when the batch fits in one, which
+// a metatile always does, so a metatile is stored whole or not at all.
+func (s *Badger) Put(entries []Entry, at time.Time) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	gen := s.Generation(entries[0].Key.Layer)
+	txn := s.db.NewTransaction(true)
+	defer txn.Discard()
+	for i := range entries {
+		e := &entries[i]
+		if e.Key.Layer != entries[0].Key.Layer {
+			return errors.New("store: one batch holds one layer")
+		}
+		if err := txn.Set(tileKey(nil, &e.Key, gen), encodeValue(e.Data, at)); err != nil {
+			return err
+		}
+	}
+	return txn.Commit()
+}
+
+// Has implements Store.
+func (s *Badger) Has(keys []Key, notBefore time.Time) ([]bool, error) {
+	out := make([]bool, len(keys))
+	err := s.db.View(func(txn *badger.Txn) error {
+		var kb [128]byte
+		for i := range keys {
+			item, err := txn.Get(tileKey(kb[:0], &keys[i], s.Generation(keys[i].Layer)))
+			if errors.Is(err, badger.ErrKeyNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			// The stamp sits in the value's header, so read the value; the
+			// header is what is needed, yet Badger hands the whole value.
+			err = item.Value(func(v []byte) error {
+				if len(v) < headerLen {
+					return errCorrupt
+				}
+				out[i] = !time.Unix(0, int64(binary.BigEndian.Uint64(v[1:]))).Before(notBefore)
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// badgerLogger sends Badger's own log lines to Caddy's logger. Badger is
+// chatty at INFO about routine compactions, so those go to DEBUG.
+type badgerLogger struct{ l *zap.SugaredLogger }
+
+func (b badgerLogger) Errorf(f string, a ...any)   { b.l.Errorf(f, a...) }
+func (b badgerLogger) Warningf(f string, a ...any) { b.l.Warnf(f, a...) }
+func (b badgerLogger) Infof(f string, a ...any)    { b.l.Debugf(f, a...) }
+func (b badgerLogger) Debugf(f string, a ...any)   { b.l.Debugf(f, a...) }
