@@ -1,0 +1,353 @@
+package tilecache
+
+import (
+	"strconv"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/tilecache/caddy-tilecache/module/gridset"
+	"github.com/tilecache/caddy-tilecache/module/params"
+)
+
+func init() {
+	httpcaddyfile.RegisterHandlerDirective("tile_cache", parseCaddyfile)
+	// Tiles are answered before the proxy that serves everything else.
+	httpcaddyfile.RegisterDirectiveOrder("tile_cache", httpcaddyfile.Before, "reverse_proxy")
+}
+
+func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	var t Handler
+	err := t.UnmarshalCaddyfile(h.Dispenser)
+	return &t, err
+}
+
+// UnmarshalCaddyfile sets up the handler from Caddyfile tokens:
+//
+//	tile_cache [<upstream>] {
+//		upstream <url>
+//		timeout <duration>
+//		upstream_concurrency <n>
+//		storage <dir>
+//		jpeg_quality <1-100>
+//		neutral_params <name>...
+//		gridset <name> {
+//			srs <EPSG:code>
+//			extent <minx> <miny> <maxx> <maxy>
+//			resolutions <r>... | scale_denominators <s>... | levels <n>
+//			tile_size <width> [<height>]
+//			origin bottom_left|top_left
+//			meters_per_unit <m>
+//			pixel_size <metres>
+//			y_first
+//		}
+//		layer <name> {
+//			upstream_layers <name>...
+//			formats <mime>...
+//			gridsets <name>...
+//			extent <minlon> <minlat> <maxlon> <maxlat>
+//			gridset_extent <gridset> <minx> <miny> <maxx> <maxy>
+//			metatile <width> [<height>]
+//			gutter <pixels>
+//			zoom <min> [<max>]
+//			transparent true|false
+//			client_expiry <duration>
+//			server_expiry <duration>
+//			param <NAME> {
+//				default <value>
+//				values <value>...
+//				regex <pattern>
+//				ignore_case
+//			}
+//		}
+//	}
+func (t *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // directive name
+	if d.NextArg() {
+		t.Upstream = d.Val()
+	}
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	for d.NextBlock(0) {
+		switch d.Val() {
+		case "upstream":
+			if err := oneArg(d, &t.Upstream); err != nil {
+				return err
+			}
+		case "timeout":
+			if err := durationArg(d, &t.Timeout); err != nil {
+				return err
+			}
+		case "upstream_concurrency":
+			if err := intArgs(d, &t.UpstreamConcurrency); err != nil {
+				return err
+			}
+		case "storage":
+			if err := oneArg(d, &t.Storage); err != nil {
+				return err
+			}
+		case "jpeg_quality":
+			if err := intArgs(d, &t.JPEGQuality); err != nil {
+				return err
+			}
+		case "neutral_params":
+			t.NeutralParams = append(t.NeutralParams, d.RemainingArgs()...)
+		case "gridset":
+			g, err := parseGridset(d)
+			if err != nil {
+				return err
+			}
+			t.Gridsets = append(t.Gridsets, g)
+		case "layer":
+			l, err := parseLayer(d)
+			if err != nil {
+				return err
+			}
+			t.Layers = append(t.Layers, l)
+		default:
+			return d.Errf("unknown tile_cache option %q", d.Val())
+		}
+	}
+	return nil
+}
+
+func parseGridset(d *caddyfile.Dispenser) (gridset.Config, error) {
+	var g gridset.Config
+	if !d.NextArg() {
+		return g, d.ArgErr()
+	}
+	g.Name = d.Val()
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		var err error
+		switch d.Val() {
+		case "srs":
+			err = oneArg(d, &g.SRS)
+		case "extent":
+			err = floatArgs(d, g.Extent[:])
+		case "resolutions":
+			g.Resolutions, err = floatList(d)
+		case "scale_denominators":
+			g.ScaleDenominators, err = floatList(d)
+		case "levels":
+			err = intArgs(d, &g.Levels)
+		case "tile_size":
+			args := d.RemainingArgs()
+			if len(args) == 1 {
+				args = append(args, args[0])
+			}
+			if len(args) != 2 {
+				return g, d.ArgErr()
+			}
+			if g.TileWidth, err = strconv.Atoi(args[0]); err == nil {
+				g.TileHeight, err = strconv.Atoi(args[1])
+			}
+		case "origin":
+			err = oneArg(d, &g.Origin)
+		case "meters_per_unit":
+			err = floatArg(d, &g.MetersPerUnit)
+		case "pixel_size":
+			err = floatArg(d, &g.PixelSize)
+		case "y_first":
+			g.YFirst = true
+		default:
+			return g, d.Errf("unknown gridset option %q", d.Val())
+		}
+		if err != nil {
+			return g, err
+		}
+	}
+	return g, nil
+}
+
+func parseLayer(d *caddyfile.Dispenser) (LayerConfig, error) {
+	var l LayerConfig
+	if !d.NextArg() {
+		return l, d.ArgErr()
+	}
+	l.Name = d.Val()
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		var err error
+		switch d.Val() {
+		case "upstream_layers":
+			l.UpstreamLayers = append(l.UpstreamLayers, d.RemainingArgs()...)
+		case "formats":
+			l.Formats = append(l.Formats, d.RemainingArgs()...)
+		case "gridsets":
+			l.Gridsets = append(l.Gridsets, d.RemainingArgs()...)
+		case "extent":
+			var e [4]float64
+			err = floatArgs(d, e[:])
+			l.Extent = &e
+		case "gridset_extent":
+			if !d.NextArg() {
+				return l, d.ArgErr()
+			}
+			name := d.Val()
+			var e [4]float64
+			if err = floatArgs(d, e[:]); err == nil {
+				if l.GridsetExtents == nil {
+					l.GridsetExtents = map[string][4]float64{}
+				}
+				l.GridsetExtents[name] = e
+			}
+		case "metatile":
+			args := d.RemainingArgs()
+			if len(args) == 1 {
+				args = append(args, args[0])
+			}
+			if len(args) != 2 {
+				return l, d.ArgErr()
+			}
+			if l.MetaWidth, err = strconv.Atoi(args[0]); err == nil {
+				l.MetaHeight, err = strconv.Atoi(args[1])
+			}
+		case "gutter":
+			err = intArgs(d, &l.Gutter)
+		case "zoom":
+			args := d.RemainingArgs()
+			if len(args) < 1 || len(args) > 2 {
+				return l, d.ArgErr()
+			}
+			lo, err1 := strconv.Atoi(args[0])
+			if err1 != nil {
+				return l, d.Errf("zoom: %v", err1)
+			}
+			l.MinZoom = &lo
+			if len(args) == 2 {
+				hi, err2 := strconv.Atoi(args[1])
+				if err2 != nil {
+					return l, d.Errf("zoom: %v", err2)
+				}
+				l.MaxZoom = &hi
+			}
+		case "transparent":
+			var s string
+			if err = oneArg(d, &s); err == nil {
+				b, perr := strconv.ParseBool(s)
+				if perr != nil {
+					return l, d.Errf("transparent: %v", perr)
+				}
+				l.Transparent = &b
+			}
+		case "client_expiry":
+			err = durationArg(d, &l.ClientExpiry)
+		case "server_expiry":
+			err = durationArg(d, &l.ServerExpiry)
+		case "param":
+			var f params.FilterConfig
+			if !d.NextArg() {
+				return l, d.ArgErr()
+			}
+			f.Key = d.Val()
+			for n := d.Nesting(); d.NextBlock(n); {
+				switch d.Val() {
+				case "default":
+					args := d.RemainingArgs()
+					if len(args) > 1 {
+						return l, d.ArgErr()
+					}
+					if len(args) == 1 {
+						f.Default = args[0]
+					}
+				case "values":
+					f.Values = append(f.Values, d.RemainingArgs()...)
+				case "regex":
+					err = oneArg(d, &f.Regex)
+				case "ignore_case":
+					f.IgnoreCase = true
+				default:
+					return l, d.Errf("unknown param option %q", d.Val())
+				}
+				if err != nil {
+					return l, err
+				}
+			}
+			l.Parameters = append(l.Parameters, f)
+		default:
+			return l, d.Errf("unknown layer option %q", d.Val())
+		}
+		if err != nil {
+			return l, err
+		}
+	}
+	return l, nil
+}
+
+func oneArg(d *caddyfile.Dispenser, dst *string) error {
+	args := d.RemainingArgs()
+	if len(args) != 1 {
+		return d.ArgErr()
+	}
+	*dst = args[0]
+	return nil
+}
+
+func durationArg(d *caddyfile.Dispenser, dst *caddy.Duration) error {
+	var s string
+	if err := oneArg(d, &s); err != nil {
+		return err
+	}
+	v, err := caddy.ParseDuration(s)
+	if err != nil {
+		return d.Errf("%s: %v", d.Val(), err)
+	}
+	*dst = caddy.Duration(v)
+	return nil
+}
+
+func intArgs(d *caddyfile.Dispenser, dst *int) error {
+	var s string
+	if err := oneArg(d, &s); err != nil {
+		return err
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil {
+		return d.Errf("%v", err)
+	}
+	*dst = v
+	return nil
+}
+
+// floatArgs reads exactly len(dst) numbers.
+func floatArgs(d *caddyfile.Dispenser, dst []float64) error {
+	args := d.RemainingArgs()
+	if len(args) != len(dst) {
+		return d.ArgErr()
+	}
+	for i, a := range args {
+		v, err := strconv.ParseFloat(a, 64)
+		if err != nil {
+			return d.Errf("%v", err)
+		}
+		dst[i] = v
+	}
+	return nil
+}
+
+func floatArg(d *caddyfile.Dispenser, dst *float64) error {
+	var v [1]float64
+	err := floatArgs(d, v[:])
+	*dst = v[0]
+	return err
+}
+
+func floatList(d *caddyfile.Dispenser) ([]float64, error) {
+	args := d.RemainingArgs()
+	if len(args) == 0 {
+		return nil, d.ArgErr()
+	}
+	out := make([]float64, len(args))
+	for i, a := range args {
+		v, err := strconv.ParseFloat(a, 64)
+		if err != nil {
+			return nil, d.Errf("%v", err)
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+var _ caddyfile.Unmarshaler = (*Handler)(nil)

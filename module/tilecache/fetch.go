@@ -1,0 +1,268 @@
+package tilecache
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"image"
+	"io"
+	"net/http"
+	"net/url"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/tilecache/caddy-tilecache/module/gridset"
+	"github.com/tilecache/caddy-tilecache/module/imaging"
+	"github.com/tilecache/caddy-tilecache/module/params"
+	"github.com/tilecache/caddy-tilecache/module/store"
+)
+
+// maxUpstreamBody bounds what is read from the upstream for one metatile;
+// a 16×16 metatile of 256 px RGBA is 64 MiB uncompressed, PNG far less.
+const maxUpstreamBody = 64 << 20
+
+// MetaRequest names one metatile of one tile set: everything needed to
+// fetch it from the upstream and store its tiles.
+type MetaRequest struct {
+	Layer  *Layer
+	Grid   *Grid
+	Format *Format
+	Params params.Values
+	Meta   gridset.Meta
+}
+
+func (m *MetaRequest) set() store.Set {
+	return store.Set{Layer: m.Layer.Name, Gridset: m.Grid.Name, Format: m.Format.Name, Params: m.Params.Hash()}
+}
+
+// flightKey identifies a metatile fetch across all its concurrent askers.
+type flightKey struct {
+	set  store.Set
+	meta gridset.Index
+}
+
+// MetaResult is a fetched, sliced and stored metatile.
+type MetaResult struct {
+	Tiles    []store.Entry
+	StoredAt time.Time
+	// StoreErr is set when the tiles were fetched but could not be stored;
+	// they are still good to answer with.
+	StoreErr error
+}
+
+// Tile returns the encoded tile at idx from the result.
+func (r *MetaResult) Tile(idx gridset.Index) ([]byte, bool) {
+	for i := range r.Tiles {
+		k := &r.Tiles[i].Key
+		if k.X == idx.X && k.Y == idx.Y && k.Z == idx.Z {
+			return r.Tiles[i].Data, true
+		}
+	}
+	return nil, false
+}
+
+type flight struct {
+	done chan struct{}
+	res  *MetaResult
+	err  error
+}
+
+// fetcher turns metatile requests into stored tiles, one upstream request
+// per metatile however many ask for it at once.
+type fetcher struct {
+	upstream *url.URL
+	client   *http.Client
+	timeout  time.Duration
+	limit    *limiter
+	store    store.Store
+	enc      imaging.Encoder
+	log      *zap.Logger
+
+	mu      sync.Mutex
+	flights map[flightKey]*flight
+}
+
+// Fetch fetches, slices and stores the metatile, sharing the work with every
+// concurrent caller asking for the same one. The fetch itself runs detached
+// from ctx, so a visitor who gives up does not waste the work others (or
+// later visitors) need; ctx only bounds this caller's wait.
+func (f *fetcher) Fetch(ctx context.Context, m *MetaRequest, p Priority) (*MetaResult, error) {
+	key := flightKey{set: m.set(), meta: m.Meta.Key()}
+	f.mu.Lock()
+	fl, ok := f.flights[key]
+	if !ok {
+		fl = &flight{done: make(chan struct{})}
+		f.flights[key] = fl
+		go f.run(key, fl, m, p)
+	}
+	f.mu.Unlock()
+	select {
+	case <-fl.done:
+		return fl.res, fl.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (f *fetcher) run(key flightKey, fl *flight, m *MetaRequest, p Priority) {
+	defer func() {
+		if r := recover(); r != nil {
+			fl.err = fmt.Errorf("metatile fetch panicked: %v", r)
+			f.log.Error("metatile fetch panicked", zap.Any("panic", r), zap.Stack("stack"))
+		}
+		f.mu.Lock()
+		delete(f.flights, key)
+		f.mu.Unlock()
+		close(fl.done)
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
+	defer cancel()
+	fl.res, fl.err = f.fetchAndStore(ctx, key.set, m, p)
+}
+
+// UpstreamError is a failure of the upstream WMS: an HTTP error, a timeout,
+// or an answer that is not the image asked for.
+type UpstreamError struct{ Err error }
+
+func (e *UpstreamError) Error() string { return "upstream: " + e.Err.Error() }
+func (e *UpstreamError) Unwrap() error { return e.Err }
+
+func (f *fetcher) fetchAndStore(ctx context.Context, set store.Set, m *MetaRequest, p Priority) (*MetaResult, error) {
+	img, err := f.fetchImage(ctx, m, p)
+	if err != nil {
+		m.Layer.upstreamErrors.Inc()
+		return nil, &UpstreamError{err}
+	}
+	tiles, err := imaging.Slice(img, m.Meta.Cols(), m.Meta.Rows(), m.Grid.TileWidth, m.Grid.TileHeight,
+		imaging.Gutter(m.Meta.Gutter))
+	if err != nil {
+		return nil, err
+	}
+	entries := make([]store.Entry, len(tiles))
+	if err := f.encodeAll(tiles, entries, m, set); err != nil {
+		return nil, err
+	}
+	res := &MetaResult{Tiles: entries, StoredAt: time.Now()}
+	if err := f.store.Put(entries, res.StoredAt); err != nil {
+		res.StoreErr = err
+		metrics().storeErrors.Inc()
+		f.log.Error("storing metatile failed", zap.String("layer", set.Layer), zap.Error(err))
+	}
+	return res, nil
+}
+
+// encodeAll encodes the tiles on all cores: encoding is most of the CPU a
+// miss costs, and it is what must hide behind the upstream's render time.
+func (f *fetcher) encodeAll(tiles []image.Image, out []store.Entry, m *MetaRequest, set store.Set) error {
+	cols := m.Meta.Cols()
+	workers := min(runtime.GOMAXPROCS(0), len(tiles))
+	var wg sync.WaitGroup
+	errs := make([]error, workers)
+	next := make(chan int, len(tiles))
+	for i := range tiles {
+		next <- i
+	}
+	close(next)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var buf bytes.Buffer
+			for i := range next {
+				buf.Reset()
+				if err := f.enc.Encode(&buf, tiles[i], m.Format.Format); err != nil {
+					errs[w] = err
+					return
+				}
+				idx := m.Meta.TileAt(i%cols, i/cols)
+				out[i] = store.Entry{
+					Key:  store.Key{Set: set, Z: idx.Z, X: idx.X, Y: idx.Y},
+					Data: bytes.Clone(buf.Bytes()),
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (f *fetcher) fetchImage(ctx context.Context, m *MetaRequest, p Priority) (image.Image, error) {
+	if err := f.limit.acquire(ctx, p); err != nil {
+		return nil, err
+	}
+	defer f.limit.release()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, f.getMapURL(m), nil)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	resp, err := f.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody+1))
+	m.Layer.upstreamLatency.Observe(time.Since(start).Seconds())
+	if err != nil {
+		return nil, fmt.Errorf("reading GetMap answer: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GetMap answered HTTP %d", resp.StatusCode)
+	}
+	if len(body) > maxUpstreamBody {
+		return nil, errors.New("GetMap answer too large")
+	}
+	return imaging.Decode(resp.Header.Get("Content-Type"), body, m.Meta.Width, m.Meta.Height)
+}
+
+// getMapURL is the upstream GetMap for a metatile. It always speaks WMS
+// 1.1.1, whose BBOX is x,y in every CRS, and keeps whatever query the
+// configured upstream URL carries (map=... for MapServer).
+func (f *fetcher) getMapURL(m *MetaRequest) string {
+	q := f.upstream.Query()
+	set := func(k, v string) {
+		for old := range q {
+			if strings.EqualFold(old, k) {
+				delete(q, old)
+			}
+		}
+		q.Set(k, v)
+	}
+	set("SERVICE", "WMS")
+	set("VERSION", "1.1.1")
+	set("REQUEST", "GetMap")
+	set("LAYERS", m.Layer.upstreamLayers)
+	set("STYLES", "")
+	set("SRS", upstreamSRS(m.Grid.SRS))
+	b := m.Meta.BBox
+	set("BBOX", fmtFloat(b.MinX)+","+fmtFloat(b.MinY)+","+fmtFloat(b.MaxX)+","+fmtFloat(b.MaxY))
+	set("WIDTH", strconv.Itoa(m.Meta.Width))
+	set("HEIGHT", strconv.Itoa(m.Meta.Height))
+	set("FORMAT", m.Format.MIME)
+	if m.Format.MIME == "image/png" {
+		set("TRANSPARENT", strings.ToUpper(strconv.FormatBool(m.Layer.transparent)))
+	}
+	for _, kv := range m.Params.Pairs() {
+		set(kv[0], kv[1])
+	}
+	u := *f.upstream
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// upstreamSRS names the CRS for the upstream: the spherical Mercator
+// family as EPSG:3857, the code every current WMS knows.
+func upstreamSRS(code int) string {
+	if gridset.CanonicalSRS(code) == 900913 {
+		code = 3857
+	}
+	return "EPSG:" + strconv.Itoa(code)
+}
+
+func fmtFloat(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }

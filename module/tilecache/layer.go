@@ -1,0 +1,185 @@
+package tilecache
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tilecache/caddy-tilecache/module/gridset"
+	"github.com/tilecache/caddy-tilecache/module/imaging"
+	"github.com/tilecache/caddy-tilecache/module/params"
+	"github.com/tilecache/caddy-tilecache/module/store"
+)
+
+// Layer is a configured layer, compiled for serving. Immutable.
+type Layer struct {
+	Name           string
+	upstreamLayers string // comma-joined, ready for LAYERS=
+	Formats        []Format
+	Grids          []*Grid
+	MetaWidth      int
+	MetaHeight     int
+	Gutter         int
+	Params         *params.Set
+	ClientExpiry   time.Duration
+	ServerExpiry   time.Duration
+	transparent    bool
+
+	cacheControl []string // precomputed header value, nil for none
+
+	hits, misses, stale, upstreamErrors prometheus.Counter
+	upstreamLatency                     prometheus.Observer
+}
+
+// Format is one image format a layer is cached in.
+type Format struct {
+	imaging.Format
+	// Name is the FORMAT value clients send and the store key uses: the
+	// configured spelling.
+	Name        string
+	contentType []string
+}
+
+// Grid is a layer's use of one gridset: which tiles it has per level.
+type Grid struct {
+	*gridset.Gridset
+	// Coverage per level: the tiles inside the layer's extent.
+	Coverage         []gridset.Range
+	MinZoom, MaxZoom int
+	crsHeader        []string
+	nameHeader       []string
+}
+
+func (h *Handler) compileLayer(c LayerConfig, grids map[string]*gridset.Gridset) (*Layer, error) {
+	fail := func(format string, a ...any) (*Layer, error) {
+		return nil, fmt.Errorf("layer %q: %s", c.Name, fmt.Sprintf(format, a...))
+	}
+	if err := store.CheckName(c.Name); err != nil || strings.ContainsAny(c.Name, ",/") {
+		return fail("a layer needs a name without commas, slashes or NUL bytes")
+	}
+	l := &Layer{
+		Name:         c.Name,
+		MetaWidth:    c.MetaWidth,
+		MetaHeight:   c.MetaHeight,
+		Gutter:       c.Gutter,
+		ClientExpiry: time.Duration(c.ClientExpiry),
+		ServerExpiry: time.Duration(c.ServerExpiry),
+		transparent:  c.Transparent == nil || *c.Transparent,
+	}
+	up := c.UpstreamLayers
+	if len(up) == 0 {
+		up = []string{c.Name}
+	}
+	l.upstreamLayers = strings.Join(up, ",")
+	if l.MetaWidth == 0 {
+		l.MetaWidth = 4
+	}
+	if l.MetaHeight == 0 {
+		l.MetaHeight = 4
+	}
+	if l.MetaWidth < 1 || l.MetaHeight < 1 || l.MetaWidth > 16 || l.MetaHeight > 16 {
+		return fail("metatile size must be 1..16 tiles")
+	}
+	if l.Gutter < 0 || l.Gutter > 512 {
+		return fail("gutter must be 0..512 pixels")
+	}
+	if l.ClientExpiry < 0 || l.ServerExpiry < 0 {
+		return fail("expiry must not be negative")
+	}
+	if l.ClientExpiry > 0 {
+		l.cacheControl = []string{fmt.Sprintf("public, max-age=%d", int64(l.ClientExpiry/time.Second))}
+	}
+	formats := c.Formats
+	if len(formats) == 0 {
+		formats = []string{"image/png", "image/jpeg"}
+	}
+	for _, name := range formats {
+		f, err := imaging.ParseFormat(name)
+		if err != nil {
+			return fail("%v", err)
+		}
+		l.Formats = append(l.Formats, Format{Format: f, Name: name, contentType: []string{f.MIME}})
+	}
+	var err error
+	if l.Params, err = params.New(c.Parameters); err != nil {
+		return fail("%v", err)
+	}
+	names := c.Gridsets
+	if len(names) == 0 {
+		names = gridset.BuiltinNames()
+	}
+	for gsName := range c.GridsetExtents {
+		found := false
+		for _, n := range names {
+			found = found || n == gsName
+		}
+		if !found {
+			return fail("gridset_extents names gridset %q, which the layer does not use", gsName)
+		}
+	}
+	for _, name := range names {
+		gs, ok := grids[name]
+		if !ok {
+			return fail("unknown gridset %q", name)
+		}
+		g := &Grid{
+			Gridset:    gs,
+			MinZoom:    0,
+			MaxZoom:    len(gs.Levels) - 1,
+			crsHeader:  []string{fmt.Sprintf("EPSG:%d", gs.SRS)},
+			nameHeader: []string{gs.Name},
+		}
+		ext := gs.Extent
+		if e, ok := c.GridsetExtents[name]; ok {
+			ext = gridset.BBox{MinX: e[0], MinY: e[1], MaxX: e[2], MaxY: e[3]}
+		} else if c.Extent != nil {
+			ll := gridset.BBox{MinX: c.Extent[0], MinY: c.Extent[1], MaxX: c.Extent[2], MaxY: c.Extent[3]}
+			if ext, ok = gs.FromLonLat(ll); !ok {
+				return fail("cannot project the lon/lat extent into gridset %s (EPSG:%d): give it in gridset_extents", name, gs.SRS)
+			}
+		}
+		if !(ext.MinX < ext.MaxX && ext.MinY < ext.MaxY) {
+			return fail("extent for gridset %s must have min < max", name)
+		}
+		g.Coverage = gs.Cover(ext)
+		if c.MinZoom != nil {
+			g.MinZoom = *c.MinZoom
+		}
+		if c.MaxZoom != nil {
+			g.MaxZoom = min(*c.MaxZoom, g.MaxZoom)
+		}
+		if g.MinZoom < 0 || g.MinZoom > g.MaxZoom {
+			return fail("min_zoom/max_zoom out of order for gridset %s", name)
+		}
+		l.Grids = append(l.Grids, g)
+	}
+	m := metrics()
+	l.hits = m.hits.WithLabelValues(l.Name)
+	l.misses = m.misses.WithLabelValues(l.Name)
+	l.stale = m.stale.WithLabelValues(l.Name)
+	l.upstreamErrors = m.upstreamErrors.WithLabelValues(l.Name)
+	l.upstreamLatency = m.upstreamLatency.WithLabelValues(l.Name)
+	return l, nil
+}
+
+// Format returns the layer's format named name (as clients send FORMAT).
+func (l *Layer) Format(name string) (*Format, bool) {
+	for i := range l.Formats {
+		if strings.EqualFold(l.Formats[i].Name, name) {
+			return &l.Formats[i], true
+		}
+	}
+	return nil, false
+}
+
+// Grid returns the layer's use of the gridset named name.
+func (l *Layer) Grid(name string) (*Grid, bool) {
+	for _, g := range l.Grids {
+		if g.Name == name {
+			return g, true
+		}
+	}
+	return nil, false
+}

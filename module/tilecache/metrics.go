@@ -1,0 +1,55 @@
+package tilecache
+
+import (
+	"errors"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tilecache/caddy-tilecache/module/store"
+)
+
+// tileMetrics are process-wide, like reverse_proxy's: created once and
+// registered into each config's registry, so counts run on across config
+// reloads instead of restarting at zero.
+type tileMetrics struct {
+	hits, misses, stale, upstreamErrors *prometheus.CounterVec
+	passthrough                         *prometheus.CounterVec
+	storeErrors                         prometheus.Counter
+	storeOpens                          prometheus.CounterFunc
+	upstreamLatency                     *prometheus.HistogramVec
+}
+
+var metrics = sync.OnceValue(func() *tileMetrics {
+	const ns, sub = "caddy", "tile_cache"
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: name, Help: help}, labels)
+	}
+	return &tileMetrics{
+		hits:           counter("hits_total", "Tile requests answered from the cache.", "layer"),
+		misses:         counter("misses_total", "Tile requests that had to fetch their metatile from the upstream.", "layer"),
+		stale:          counter("stale_served_total", "Expired tiles served because refreshing them failed.", "layer"),
+		upstreamErrors: counter("upstream_errors_total", "Metatile fetches that failed (HTTP error, timeout, not an image).", "layer"),
+		passthrough:    counter("passthrough_total", "Requests passed to the next handler, by reason.", "reason"),
+		storeErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
+			Name: "store_errors_total", Help: "Failed tile store reads and writes."}),
+		storeOpens: prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
+			Name: "store_opens_total", Help: "Tile store directories opened; config reloads share the open store."},
+			func() float64 { return float64(store.Opens()) }),
+		upstreamLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub,
+			Name: "upstream_duration_seconds", Help: "Time the upstream took to answer a metatile GetMap.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 12)}, []string{"layer"}),
+	}
+})
+
+func (m *tileMetrics) register(reg prometheus.Registerer) error {
+	for _, c := range []prometheus.Collector{m.hits, m.misses, m.stale, m.upstreamErrors, m.passthrough, m.storeErrors, m.storeOpens, m.upstreamLatency} {
+		if err := reg.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(err, &are) {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,9 @@
+// Package tilecache bundles the caddy-tilecache modules: import it (or build
+// with `xcaddy build --with github.com/tilecache/caddy-tilecache`) to get
+// the tile_cache handler and its admin interface in Caddy.
+package tilecache
+
+import (
+	// The tile_cache HTTP handler.
+	_ "github.com/tilecache/caddy-tilecache/module/tilecache"
+)
