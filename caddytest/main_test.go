@@ -1,0 +1,91 @@
+// Package caddytest runs the plugin inside a real, in-process Caddy
+// (Caddy's own caddytest harness, admin on localhost:2999) against fake and
+// real WMS upstreams. All Caddy-level tests live in this one package because
+// there is one Caddy per process.
+package caddytest
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"testing"
+	"time"
+
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+	_ "github.com/caddyserver/caddy/v2/modules/standard"
+
+	_ "github.com/tilecache/caddy-tilecache"
+)
+
+const (
+	adminAddr = "localhost:2999"
+	httpPort  = 9080
+)
+
+// storageRoot holds every test's Badger directory. It is removed only after
+// all tests, because the last loaded config keeps its store open until the
+// process ends.
+var storageRoot string
+
+func TestMain(m *testing.M) {
+	var err error
+	storageRoot, err = os.MkdirTemp("", "tilecache-caddytest-")
+	if err != nil {
+		panic(err)
+	}
+	// Start Caddy ourselves instead of leaving it to caddytest, which
+	// *skips* every test when Caddy does not come up: here that is a failure.
+	if err := startCaddy(); err != nil {
+		fmt.Fprintln(os.Stderr, "caddytest: Caddy did not start:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(storageRoot)
+	os.Exit(code)
+}
+
+func startCaddy() error {
+	cfg, err := os.CreateTemp("", "caddytest-init-*.caddyfile")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(cfg, "{\n\tadmin %s\n}\n", adminAddr)
+	cfg.Close()
+	os.Args = []string{"caddy", "run", "--config", cfg.Name(), "--adapter", "caddyfile"}
+	go caddycmd.Main()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get("http://" + adminAddr + "/config/")
+		if err == nil {
+			resp.Body.Close()
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("admin API at %s not answering", adminAddr)
+}
+
+// globalOptions is the head of every test Caddyfile: the admin address the
+// harness talks to, loopback-only ports, and no waiting on shutdown.
+func globalOptions() string {
+	return fmt.Sprintf(`{
+	admin %s
+	http_port %d
+	https_port 9443
+	grace_period 1ns
+	skip_install_trust
+	auto_https off
+	log {
+		level WARN
+	}
+}
+`, adminAddr, httpPort)
+}
+
+func storageDir(t *testing.T) string {
+	d, err := os.MkdirTemp(storageRoot, "store-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
