@@ -27,6 +27,9 @@ const (
 // process ends.
 var storageRoot string
 
+// atExit runs after all tests: stopping processes tests started.
+var atExit []func()
+
 func TestMain(m *testing.M) {
 	var err error
 	storageRoot, err = os.MkdirTemp("", "tilecache-caddytest-")
@@ -40,6 +43,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	for _, f := range atExit {
+		f()
+	}
 	os.RemoveAll(storageRoot)
 	os.Exit(code)
 }

@@ -1,0 +1,181 @@
+package caddytest
+
+import (
+	"bytes"
+	"fmt"
+	"image"
+	"image/draw"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/tilecache/caddy-tilecache/module/gridset"
+)
+
+// The real upstream: MapServer from Debian's packages, started by the
+// project's own scripts with data they generate. It is started once, on
+// first use, and stopped when the test binary ends.
+var (
+	mapserverOnce sync.Once
+	mapserverURL  string
+	mapserverErr  error
+)
+
+func mapServer(t *testing.T) string {
+	t.Helper()
+	mapserverOnce.Do(func() {
+		if _, err := os.Stat("/usr/lib/cgi-bin/mapserv"); err != nil {
+			mapserverErr = fmt.Errorf("MapServer is not installed: run upstream/install.sh (test.sh does): %v", err)
+			return
+		}
+		port, err := freePort()
+		if err != nil {
+			mapserverErr = err
+			return
+		}
+		dir := filepath.Join(storageRoot, "mapserver")
+		out, err := exec.Command("bash", "../upstream/start.sh", dir, fmt.Sprint(port)).CombinedOutput()
+		if err != nil {
+			mapserverErr = fmt.Errorf("upstream/start.sh: %v\n%s", err, out)
+			return
+		}
+		atExit = append(atExit, func() { exec.Command("bash", "../upstream/stop.sh", dir).Run() })
+		mapserverURL = fmt.Sprintf("http://127.0.0.1:%d/wms", port)
+	})
+	if mapserverErr != nil {
+		t.Fatal(mapserverErr)
+	}
+	return mapserverURL
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func mapserverConfig(upstream, storage, metatile string) string {
+	u, _ := url.Parse(upstream)
+	return fmt.Sprintf(`
+http://localhost:%d {
+	tile_cache {
+		upstream %s
+		storage %s
+		timeout 60s
+		layer test:polygons {
+			gridsets EPSG:4326 EPSG:900913
+			metatile %s
+			param STYLES {
+				default default
+				values default population
+			}
+		}
+	}
+	reverse_proxy %s
+}
+`, httpPort, upstream, storage, metatile, u.Host)
+}
+
+func toNRGBA(img image.Image) *image.NRGBA {
+	out := image.NewNRGBA(img.Bounds())
+	draw.Draw(out, out.Bounds(), img, img.Bounds().Min, draw.Src)
+	return out
+}
+
+func TestMapServerTilesInBothGridsets(t *testing.T) {
+	up := mapServer(t)
+	load(t, mapserverConfig(up, storageDir(t), "4 4"))
+	for _, c := range []struct {
+		gs  string
+		idx gridset.Index
+	}{
+		{"EPSG:4326", gridset.Index{X: 5, Y: 2, Z: 2}},
+		{"EPSG:900913", gridset.Index{X: 2, Y: 2, Z: 2}},
+	} {
+		u := siteURL(tileQuery("test:polygons", c.gs, c.idx))
+		miss := get(t, u)
+		img := mustTile(t, miss, "MISS")
+		if img.Bounds() != image.Rect(0, 0, 256, 256) {
+			t.Fatalf("%s: tile %v", c.gs, img.Bounds())
+		}
+		// A rendered map, not a blank: more than one colour.
+		n := toNRGBA(img)
+		first := n.Pix[:4]
+		uniform := true
+		for i := 4; i < len(n.Pix); i += 4 {
+			if !bytes.Equal(n.Pix[i:i+4], first) {
+				uniform = false
+				break
+			}
+		}
+		if uniform {
+			t.Errorf("%s: tile is one flat colour", c.gs)
+		}
+		hit := get(t, u)
+		mustTile(t, hit, "HIT")
+		if !bytes.Equal(hit.body, miss.body) {
+			t.Errorf("%s: hit differs from miss", c.gs)
+		}
+		// Another tile of the same metatile is a hit with no further render.
+		other := c.idx
+		other.X ^= 1
+		mustTile(t, get(t, siteURL(tileQuery("test:polygons", c.gs, other))), "HIT")
+	}
+	// The population style is its own tile set and renders differently.
+	idx := gridset.Index{X: 5, Y: 2, Z: 2}
+	def := get(t, siteURL(tileQuery("test:polygons", "EPSG:4326", idx)))
+	pop := get(t, siteURL(tileQuery("test:polygons", "EPSG:4326", idx, "STYLES", "population")))
+	mustTile(t, pop, "MISS")
+	if bytes.Equal(def.body, pop.body) {
+		t.Error("population style tile equals the default style tile")
+	}
+	// An unknown style is not a tile request; MapServer's exception passes
+	// through to the client, and nothing is cached.
+	bad := get(t, siteURL(tileQuery("test:polygons", "EPSG:4326", idx, "STYLES", "nope")))
+	if bad.header.Get("Geowebcache-Miss-Reason") != "parameter" || !bytes.Contains(bad.body, []byte("StyleNotDefined")) {
+		t.Errorf("unknown style: reason %q body %q", bad.header.Get("Geowebcache-Miss-Reason"), truncate(bad.body))
+	}
+}
+
+// With 1×1 metatiles and no gutter, the upstream GetMap is exactly the
+// tile's; the cached tile must then decode to the very pixels MapServer
+// renders for that tile when asked directly.
+func TestMapServerCachedTileHasTheUpstreamPixels(t *testing.T) {
+	up := mapServer(t)
+	load(t, mapserverConfig(up, storageDir(t), "1 1"))
+	for _, c := range []struct {
+		gs, srs string
+		idx     gridset.Index
+	}{
+		{"EPSG:4326", "EPSG:4326", gridset.Index{X: 9, Y: 5, Z: 3}},
+		{"EPSG:900913", "EPSG:3857", gridset.Index{X: 5, Y: 9, Z: 4}},
+	} {
+		cached := mustTile(t, get(t, siteURL(tileQuery("test:polygons", c.gs, c.idx))), "MISS")
+		q := tileQuery("test:polygons", c.gs, c.idx, "SRS", c.srs, "STYLES", "default", "TRANSPARENT", "TRUE")
+		direct := get(t, up+"?"+q.Encode())
+		if direct.status != 200 {
+			t.Fatalf("direct GetMap: %d %q", direct.status, truncate(direct.body))
+		}
+		want, _, err := image.Decode(bytes.NewReader(direct.body))
+		if err != nil {
+			t.Fatalf("direct GetMap does not decode: %v", err)
+		}
+		a, b := toNRGBA(cached), toNRGBA(want)
+		if a.Bounds() != b.Bounds() || !bytes.Equal(a.Pix, b.Pix) {
+			diff := 0
+			for i := range a.Pix {
+				if i < len(b.Pix) && a.Pix[i] != b.Pix[i] {
+					diff++
+				}
+			}
+			t.Errorf("%s: cached tile differs from the direct GetMap in %d of %d bytes", c.gs, diff, len(a.Pix))
+		}
+	}
+}
