@@ -33,14 +33,28 @@ type Store interface {
 
 // Badger is a tile store in one Badger database directory.
 type Badger struct {
-	db     *badger.DB
-	dir    string
-	log    *zap.Logger
-	stop   chan struct{}
-	done   sync.WaitGroup
-	mu     sync.Mutex // serialises generation changes
-	gens   sync.Map   // layer → *atomic.Uint64
+	db   *badger.DB
+	dir  string
+	log  *zap.Logger
+	stop chan struct{}
+	done sync.WaitGroup
+	// mu serialises generation changes (write lock) against Puts (read
+	// lock): a Put that read the old generation must commit before the
+	// generation moves on, or its tiles would land in a generation whose
+	// reclaim may already have gone past them, and leak for ever.
+	mu     sync.RWMutex
+	gens   sync.Map // layer → *atomic.Uint64
 	closed atomic.Bool
+
+	// Pending reclaims of truncated generations, oldest first; the
+	// reclaimer goroutine works through them (see truncate.go).
+	dropMu       sync.Mutex
+	drops        []*drop
+	kick         chan struct{} // capacity 1: wakes the reclaimer
+	pauseReclaim atomic.Bool   // test hook: leave old generations in place
+
+	seqMu sync.Mutex // guards seqs (sequence.go)
+	seqs  map[string]*badger.Sequence
 }
 
 var _ Store = (*Badger)(nil)
@@ -111,13 +125,20 @@ func open(dir string, o Options) (*Badger, error) {
 		return nil, fmt.Errorf("opening tile store %s: %w", dir, err)
 	}
 	opens.Add(1)
-	s := &Badger{db: db, dir: dir, log: log, stop: make(chan struct{})}
+	s := &Badger{db: db, dir: dir, log: log, stop: make(chan struct{}), kick: make(chan struct{}, 1)}
 	if err := s.loadGenerations(); err != nil {
 		db.Close()
 		return nil, err
 	}
-	s.done.Add(1)
+	// Truncations whose reclaim a shutdown or crash interrupted resume now,
+	// in the background like any other.
+	if err := s.loadDrops(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	s.done.Add(2)
 	go s.gcLoop(o.GCInterval)
+	go s.reclaimLoop()
 	log.Info("tile store opened")
 	return s, nil
 }
@@ -129,6 +150,7 @@ func (s *Badger) Destruct() error {
 	}
 	close(s.stop)
 	s.done.Wait()
+	s.releaseSequences()
 	err := s.db.Close()
 	s.log.Info("tile store closed", zap.Error(err))
 	return err
@@ -217,6 +239,8 @@ func (s *Badger) Put(entries []Entry, at time.Time) error {
 	if len(entries) == 0 {
 		return nil
 	}
+	s.mu.RLock() // no generation change between reading it and committing
+	defer s.mu.RUnlock()
 	gen := s.Generation(entries[0].Key.Layer)
 	txn := s.db.NewTransaction(true)
 	defer txn.Discard()

@@ -4,6 +4,7 @@
 //
 //	'g' layer                                        → generation of the layer (uint64)
 //	't' layer 0x00 gen(8) gridset 0x00 format 0x00 params 0x00 z(1) x(4) y(4)  → tile
+//	'd' layer 0x00 gen(8)                            → pending reclaim of a truncated generation (empty)
 //
 // Everything a truncation names is a key prefix or a key range:
 //   - a whole layer: 't' layer 0x00 (all generations), or made invisible
@@ -41,6 +42,7 @@ const (
 	tagGeneration = 'g'
 	tagTile       = 't'
 	tagMeta       = 'm'
+	tagDrop       = 'd'
 )
 
 // ErrBadName is returned for names that would break the key layout.
@@ -88,6 +90,24 @@ func tileKey(dst []byte, k *Key, gen uint64) []byte {
 
 func generationKey(layer string) []byte {
 	return append([]byte{tagGeneration}, layer...)
+}
+
+// dropKey records that generation gen of layer is truncated but its tiles
+// may not all be deleted yet. It is written in the same transaction that
+// moves the layer to gen+1, so a crash can never leave an invisible
+// generation that nothing will reclaim.
+func dropKey(layer string, gen uint64) []byte {
+	dst := append([]byte{tagDrop}, layer...)
+	dst = append(dst, 0)
+	return binary.BigEndian.AppendUint64(dst, gen)
+}
+
+// parseDropKey is the inverse of dropKey.
+func parseDropKey(k []byte) (layer string, gen uint64, ok bool) {
+	if len(k) < 1+1+1+8 || k[0] != tagDrop || k[len(k)-9] != 0 {
+		return "", 0, false
+	}
+	return string(k[1 : len(k)-9]), binary.BigEndian.Uint64(k[len(k)-8:]), true
 }
 
 // MaxZoom and MaxIndex bound what the key layout can hold: one byte of

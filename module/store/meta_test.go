@@ -1,0 +1,72 @@
+package store
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestNextIDIncreasesAndNeverRepeatsAcrossReopen(t *testing.T) {
+	dir := t.TempDir()
+	s := openT(t, dir)
+	var ids []uint64
+	for range 5 {
+		id, err := s.NextID("task")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	if ids[0] < 1 || !slices.IsSorted(ids) || slices.Compact(slices.Clone(ids))[4] != ids[4] {
+		t.Fatalf("ids %v", ids)
+	}
+	other, _ := s.NextID("other")
+	if other != 1 {
+		t.Errorf("a second sequence starts at %d, want 1", other)
+	}
+	release(t, s)
+	s = openT(t, dir)
+	next, err := s.NextID("task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next <= ids[4] {
+		t.Fatalf("after reopen id %d, last before %d", next, ids[4])
+	}
+}
+
+func TestSetsOfListsEachStoredSetOnce(t *testing.T) {
+	s := openT(t, t.TempDir())
+	sets := []Set{
+		{Layer: "L", Gridset: "G", Format: "image/png", Params: "aaaa"},
+		{Layer: "L", Gridset: "G", Format: "image/png", Params: "bbbb"},
+		{Layer: "L", Gridset: "G", Format: "image/jpeg", Params: "aaaa"},
+		{Layer: "L", Gridset: "H", Format: "image/png", Params: "aaaa"}, // other gridset
+		{Layer: "L2", Gridset: "G", Format: "image/png", Params: "aaaa"}, // other layer
+	}
+	for _, set := range sets {
+		var entries []Entry
+		for z := 0; z < 3; z++ {
+			for x := int64(0); x < 3; x++ {
+				entries = append(entries, Entry{Key: Key{Set: set, Z: z, X: x, Y: x}, Data: []byte("tile")})
+			}
+		}
+		if err := s.Put(entries, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.SetsOf("L", "G")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Set{sets[2], sets[0], sets[1]} // key order: format, then params
+	if !slices.Equal(got, want) {
+		t.Fatalf("SetsOf = %v, want %v", got, want)
+	}
+	if err := s.TruncateLayer("L"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.SetsOf("L", "G"); len(got) != 0 {
+		t.Fatalf("after truncate: %v", got)
+	}
+}
