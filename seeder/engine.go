@@ -1,0 +1,375 @@
+package seeder
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
+
+	"github.com/tilecache/caddy-tilecache/module/gridset"
+	"github.com/tilecache/caddy-tilecache/module/store"
+	"github.com/tilecache/caddy-tilecache/module/tilecache"
+)
+
+// Config tunes an engine.
+type Config struct {
+	// Workers is the size of the global worker pool.
+	Workers int
+	// Retry is the default policy; a request may override each part.
+	Retry RetryPolicy
+	// History is how many finished tasks stay reachable.
+	History int
+}
+
+// Engine runs the tasks of one tile_cache. It outlives config reloads (it is
+// shared through a caddy.UsagePool keyed by the cache's name), so a reload
+// neither loses nor duplicates running tasks.
+type Engine struct {
+	cacheName string
+	log       *zap.Logger
+	ctx       context.Context
+	cancel    context.CancelFunc
+	running   sync.WaitGroup
+
+	mu      sync.Mutex
+	cfg     Config
+	busy    int
+	active  []*Task // pending and running, by id
+	history []*Task // finished, oldest first
+	byID    map[int64]*Task
+}
+
+var engines = caddy.NewUsagePool()
+
+// Acquire returns the engine of the named tile_cache, creating it on first
+// use, and applies cfg (the newest configuration wins). Pair with Release.
+func Acquire(cacheName string, cfg Config, log *zap.Logger) (*Engine, error) {
+	v, _, err := engines.LoadOrNew(cacheName, func() (caddy.Destructor, error) {
+		ctx, cancel := context.WithCancel(context.Background())
+		return &Engine{cacheName: cacheName, log: log, ctx: ctx, cancel: cancel, byID: map[int64]*Task{}}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	e := v.(*Engine)
+	e.Configure(cfg)
+	return e, nil
+}
+
+// Release gives back one use of the engine; the last stops it.
+func (e *Engine) Release() error {
+	_, err := engines.Delete(e.cacheName)
+	return err
+}
+
+// Configure applies a new configuration; a larger pool starts waiting work at once.
+func (e *Engine) Configure(cfg Config) {
+	if cfg.Workers < 1 {
+		cfg.Workers = 1
+	}
+	if cfg.History < 1 {
+		cfg.History = 1
+	}
+	e.mu.Lock()
+	e.cfg = cfg
+	e.scheduleLocked()
+	e.mu.Unlock()
+}
+
+// Workers is the pool size.
+func (e *Engine) Workers() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.cfg.Workers
+}
+
+// DefaultRetry is the configured default retry policy.
+func (e *Engine) DefaultRetry() RetryPolicy {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.cfg.Retry
+}
+
+// Destruct stops the workers at their next metatile boundary and waits for them.
+func (e *Engine) Destruct() error {
+	e.mu.Lock()
+	for _, t := range e.active {
+		t.killed.Store(true)
+	}
+	e.mu.Unlock()
+	e.cancel()
+	e.running.Wait()
+	return nil
+}
+
+func (e *Engine) cache() (*tilecache.Handler, error) { return tilecache.Lookup(e.cacheName) }
+
+// Submit accepts a validated task and schedules it.
+func (e *Engine) Submit(spec Spec) (*Task, error) {
+	c, err := e.cache()
+	if err != nil {
+		return nil, err
+	}
+	l, ok := c.Layer(spec.Layer)
+	if !ok {
+		return nil, fmt.Errorf("unknown layer %q", spec.Layer)
+	}
+	id, err := c.Store().NextID("task")
+	if err != nil {
+		return nil, fmt.Errorf("allocating a task id: %w", err)
+	}
+	t := &Task{ID: int64(id), Spec: spec, created: time.Now()}
+	for _, r := range spec.Ranges {
+		t.Total += r.Count()
+	}
+	if spec.Type == Truncate {
+		t.Spec.Threads = 1
+		t.Total *= int64(len(spec.Sets))
+	}
+	t.iter = newIterator(&t.Spec, l.MetaWidth, l.MetaHeight)
+	e.mu.Lock()
+	e.active = append(e.active, t)
+	e.byID[t.ID] = t
+	e.scheduleLocked()
+	e.mu.Unlock()
+	e.log.Info("task submitted", zap.Int64("id", t.ID), zap.String("layer", spec.Layer),
+		zap.Stringer("type", spec.Type), zap.Int64("tiles", t.Total), zap.Int("threads", t.Spec.Threads))
+	return t, nil
+}
+
+// scheduleLocked hands free workers to tasks in submission order: the
+// oldest task that may use another worker and still has metatiles to give
+// gets it. A task with no worker yet is PENDING.
+func (e *Engine) scheduleLocked() {
+	for e.busy < e.cfg.Workers && e.ctx.Err() == nil {
+		var next *Task
+		for _, t := range e.active {
+			if !t.killed.Load() && t.workers < t.Spec.Threads && !t.iter.done() {
+				next = t
+				break
+			}
+			if t.workers == 0 && t.iter.done() && !t.killed.Load() {
+				// Nothing left and nobody at work: done (a task of no tiles).
+				next = t
+				break
+			}
+		}
+		if next == nil {
+			return
+		}
+		next.workers++
+		e.busy++
+		if next.state == Pending {
+			next.state = Running
+			next.started = time.Now()
+		}
+		e.running.Add(1)
+		go e.work(next)
+	}
+}
+
+func (it *iterator) done() bool {
+	it.mu.Lock()
+	defer it.mu.Unlock()
+	return it.exhausted
+}
+
+// work is one worker on one task: metatile after metatile until the task
+// has none left, is killed, or the engine stops.
+func (e *Engine) work(t *Task) {
+	defer e.running.Done()
+	defer func() {
+		if r := recover(); r != nil {
+			e.log.Error("seeding worker panicked", zap.Int64("task", t.ID), zap.Any("panic", r), zap.Stack("stack"))
+			e.abort(t, fmt.Sprintf("internal error: %v", r))
+		}
+		e.mu.Lock()
+		t.workers--
+		e.busy--
+		if t.workers == 0 && (t.killed.Load() || t.iter.done()) {
+			e.finishLocked(t)
+		}
+		e.scheduleLocked()
+		e.mu.Unlock()
+	}()
+	for !t.killed.Load() && e.ctx.Err() == nil {
+		u, ok := t.iter.next()
+		if !ok {
+			return
+		}
+		if err := e.runUnit(t, u); err != nil {
+			e.abort(t, err.Error())
+			return
+		}
+	}
+}
+
+// abort ends a task as ABORTED once its workers stop.
+func (e *Engine) abort(t *Task, reason string) {
+	e.mu.Lock()
+	if t.reason == "" {
+		t.reason = reason
+	}
+	e.removeActiveLocked(t)
+	t.killed.Store(true)
+	e.mu.Unlock()
+	e.log.Warn("task aborted", zap.Int64("id", t.ID), zap.String("reason", reason))
+}
+
+func (e *Engine) removeActiveLocked(t *Task) {
+	if i := slices.Index(e.active, t); i >= 0 {
+		e.active = slices.Delete(e.active, i, i+1)
+	}
+}
+
+func (e *Engine) finishLocked(t *Task) {
+	if t.state == Done || t.state == Aborted {
+		return
+	}
+	e.removeActiveLocked(t)
+	t.finished = time.Now()
+	if t.killed.Load() {
+		t.state = Aborted
+	} else {
+		t.state = Done
+	}
+	e.history = append(e.history, t)
+	for len(e.history) > e.cfg.History {
+		delete(e.byID, e.history[0].ID)
+		e.history = e.history[1:]
+	}
+	e.log.Info("task finished", zap.Int64("id", t.ID), zap.Stringer("state", t.state),
+		zap.Int64("processed", t.processed.Load()), zap.Int64("total", t.Total),
+		zap.Int64("failed_tiles", t.failedTiles.Load()))
+}
+
+// errTooManyFailures ends a task whose failures passed its limit.
+var errTooManyFailures = errors.New("too many failures")
+
+// runUnit does one metatile's share of the task, retrying failures.
+func (e *Engine) runUnit(t *Task, u unit) error {
+	n := u.tiles.Count()
+	c, err := e.cache()
+	if err != nil {
+		return err
+	}
+	if t.Spec.Type == Truncate {
+		// Deleting is local and cheap; a failure here is a store fault.
+		for _, set := range t.Spec.Sets {
+			if _, err := c.Store().DeleteRange(set, u.z, u.tiles, nil); err != nil {
+				if err := e.failed(t, n, err); err != nil {
+					return err
+				}
+				continue
+			}
+			t.processed.Add(n)
+		}
+		return nil
+	}
+	l, ok := c.Layer(t.Spec.Layer)
+	if !ok {
+		return fmt.Errorf("layer %q is no longer configured", t.Spec.Layer)
+	}
+	g, ok1 := l.Grid(t.Spec.Gridset)
+	f, ok2 := l.Format(t.Spec.Format)
+	if !ok1 || !ok2 {
+		return fmt.Errorf("layer %q no longer has gridset %s and format %s", l.Name, t.Spec.Gridset, t.Spec.Format)
+	}
+	set := store.Set{Layer: l.Name, Gridset: g.Name, Format: f.Name, Params: t.Spec.Params.Hash()}
+	first := gridset.Index{X: u.tiles.MinX, Y: u.tiles.MinY, Z: u.z}
+	if t.Spec.Type == Seed && e.allFresh(c, l, set, u) {
+		t.processed.Add(n)
+		return nil
+	}
+	m, err := l.NewMetaRequest(g, f, t.Spec.Params, first)
+	if err != nil {
+		return err
+	}
+	wait := t.Spec.Retry.Wait
+	for attempt := 0; ; attempt++ {
+		res, err := c.FetchMeta(e.ctx, m, tilecache.PrioritySeed)
+		if err == nil && res.StoreErr != nil {
+			err = fmt.Errorf("storing: %w", res.StoreErr)
+		}
+		if err == nil {
+			t.processed.Add(n)
+			return nil
+		}
+		if e.ctx.Err() != nil || t.killed.Load() {
+			return nil // stopping: the metatile is simply not done
+		}
+		total := t.failures.Add(1)
+		e.mu.Lock()
+		t.lastErr = err.Error()
+		e.mu.Unlock()
+		if total > t.Spec.Retry.MaxFailures {
+			t.failedTiles.Add(n)
+			return fmt.Errorf("%w: %d failed attempts, last: %v", errTooManyFailures, total, err)
+		}
+		if attempt >= t.Spec.Retry.Retries {
+			t.failedTiles.Add(n)
+			e.log.Warn("metatile failed", zap.Int64("task", t.ID), zap.Int("z", u.z),
+				zap.Int64("x", u.tiles.MinX), zap.Int64("y", u.tiles.MinY), zap.Error(err))
+			return nil
+		}
+		if !e.sleep(t, wait) {
+			return nil
+		}
+		wait = min(wait*2, time.Minute)
+	}
+}
+
+// failed counts a failure that will not be retried.
+func (e *Engine) failed(t *Task, n int64, err error) error {
+	total := t.failures.Add(1)
+	t.failedTiles.Add(n)
+	e.mu.Lock()
+	t.lastErr = err.Error()
+	e.mu.Unlock()
+	if total > t.Spec.Retry.MaxFailures {
+		return fmt.Errorf("%w: %d failed attempts, last: %v", errTooManyFailures, total, err)
+	}
+	return nil
+}
+
+// sleep waits d unless the task is killed or the engine stops first.
+func (e *Engine) sleep(t *Task, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if t.killed.Load() || e.ctx.Err() != nil {
+			return false
+		}
+		time.Sleep(min(50*time.Millisecond, time.Until(deadline)))
+	}
+	return !t.killed.Load()
+}
+
+// allFresh reports whether every tile of the unit is stored and within
+// the layer's server expiry: only then may `seed` skip the metatile.
+func (e *Engine) allFresh(c *tilecache.Handler, l *tilecache.Layer, set store.Set, u unit) bool {
+	keys := make([]store.Key, 0, u.tiles.Count())
+	for y := u.tiles.MinY; y <= u.tiles.MaxY; y++ {
+		for x := u.tiles.MinX; x <= u.tiles.MaxX; x++ {
+			keys = append(keys, store.Key{Set: set, Z: u.z, X: x, Y: y})
+		}
+	}
+	var notBefore time.Time
+	if l.ServerExpiry > 0 {
+		notBefore = time.Now().Add(-l.ServerExpiry)
+	}
+	have, err := c.Store().Has(keys, notBefore)
+	if err != nil {
+		return false
+	}
+	for _, h := range have {
+		if !h {
+			return false
+		}
+	}
+	return true
+}
