@@ -27,6 +27,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens:
 //
 //	tile_cache [<upstream>] {
+//		name <name>
 //		upstream <url>
 //		timeout <duration>
 //		upstream_concurrency <n>
@@ -73,6 +74,10 @@ func (t *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	}
 	for d.NextBlock(0) {
 		switch d.Val() {
+		case "name":
+			if err := oneArg(d, &t.Name); err != nil {
+				return err
+			}
 		case "upstream":
 			if err := oneArg(d, &t.Upstream); err != nil {
 				return err

@@ -33,13 +33,16 @@ type MetaRequest struct {
 	Layer  *Layer
 	Grid   *Grid
 	Format *Format
-	Params params.Values
+	Params ParamValues
 	Meta   gridset.Meta
 }
 
 func (m *MetaRequest) set() store.Set {
 	return store.Set{Layer: m.Layer.Name, Gridset: m.Grid.Name, Format: m.Format.Name, Params: m.Params.Hash()}
 }
+
+// ParamValues is a layer's normalised parameter-filter values.
+type ParamValues = params.Values
 
 // flightKey identifies a metatile fetch across all its concurrent askers.
 type flightKey struct {
@@ -71,6 +74,10 @@ type flight struct {
 	done chan struct{}
 	res  *MetaResult
 	err  error
+	// prio is who the fetch waits in line for; urgent closes when a user
+	// joins a seeder's fetch, so it moves up to the users' line.
+	prio   Priority
+	urgent chan struct{}
 }
 
 // fetcher turns metatile requests into stored tiles, one upstream request
@@ -96,10 +103,14 @@ func (f *fetcher) Fetch(ctx context.Context, m *MetaRequest, p Priority) (*MetaR
 	key := flightKey{set: m.set(), meta: m.Meta.Key()}
 	f.mu.Lock()
 	fl, ok := f.flights[key]
-	if !ok {
-		fl = &flight{done: make(chan struct{})}
+	switch {
+	case !ok:
+		fl = &flight{done: make(chan struct{}), prio: p, urgent: make(chan struct{})}
 		f.flights[key] = fl
-		go f.run(key, fl, m, p)
+		go f.run(key, fl, m)
+	case p == PriorityUser && fl.prio != PriorityUser:
+		fl.prio = PriorityUser
+		close(fl.urgent)
 	}
 	f.mu.Unlock()
 	select {
@@ -110,7 +121,7 @@ func (f *fetcher) Fetch(ctx context.Context, m *MetaRequest, p Priority) (*MetaR
 	}
 }
 
-func (f *fetcher) run(key flightKey, fl *flight, m *MetaRequest, p Priority) {
+func (f *fetcher) run(key flightKey, fl *flight, m *MetaRequest) {
 	defer func() {
 		if r := recover(); r != nil {
 			fl.err = fmt.Errorf("metatile fetch panicked: %v", r)
@@ -123,7 +134,7 @@ func (f *fetcher) run(key flightKey, fl *flight, m *MetaRequest, p Priority) {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
 	defer cancel()
-	fl.res, fl.err = f.fetchAndStore(ctx, key.set, m, p)
+	fl.res, fl.err = f.fetchAndStore(ctx, key.set, m, fl)
 }
 
 // UpstreamError is a failure of the upstream WMS: an HTTP error, a timeout,
@@ -133,8 +144,11 @@ type UpstreamError struct{ Err error }
 func (e *UpstreamError) Error() string { return "upstream: " + e.Err.Error() }
 func (e *UpstreamError) Unwrap() error { return e.Err }
 
-func (f *fetcher) fetchAndStore(ctx context.Context, set store.Set, m *MetaRequest, p Priority) (*MetaResult, error) {
-	img, err := f.fetchImage(ctx, m, p)
+func (f *fetcher) fetchAndStore(ctx context.Context, set store.Set, m *MetaRequest, fl *flight) (*MetaResult, error) {
+	f.mu.Lock()
+	p := fl.prio
+	f.mu.Unlock()
+	img, err := f.fetchImage(ctx, m, p, fl.urgent)
 	if err != nil {
 		m.Layer.upstreamErrors.Inc()
 		return nil, &UpstreamError{err}
@@ -192,8 +206,8 @@ func (f *fetcher) encodeAll(tiles []image.Image, out []store.Entry, m *MetaReque
 	return errors.Join(errs...)
 }
 
-func (f *fetcher) fetchImage(ctx context.Context, m *MetaRequest, p Priority) (image.Image, error) {
-	if err := f.limit.acquire(ctx, p); err != nil {
+func (f *fetcher) fetchImage(ctx context.Context, m *MetaRequest, p Priority, urgent <-chan struct{}) (image.Image, error) {
+	if err := f.limit.acquire(ctx, p, urgent); err != nil {
 		return nil, err
 	}
 	defer f.limit.release()

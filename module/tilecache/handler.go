@@ -28,6 +28,8 @@ func init() {
 
 // Handler is the tile_cache HTTP handler.
 type Handler struct {
+	// Name identifies this cache to tile_cache_admin. Default "default".
+	Name string `json:"name,omitempty"`
 	// Upstream is the WMS GetMap URL. It may carry a query of its own
 	// (MapServer's ?map=...), kept on every upstream request.
 	Upstream string `json:"upstream"`
@@ -68,6 +70,9 @@ func (Handler) CaddyModule() caddy.ModuleInfo {
 // opened (or shared with the previous config), metrics registered.
 func (h *Handler) Provision(ctx caddy.Context) error {
 	h.log = ctx.Logger()
+	if h.Name == "" {
+		h.Name = DefaultName
+	}
 	if h.Timeout == 0 {
 		h.Timeout = caddy.Duration(30 * time.Second)
 	}
@@ -111,7 +116,8 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		log:     h.log,
 		flights: make(map[flightKey]*flight),
 	}
-	h.log.Info("tile cache ready", zap.String("upstream", h.Upstream),
+	register(h)
+	h.log.Info("tile cache ready", zap.String("name", h.Name), zap.String("upstream", h.Upstream),
 		zap.String("storage", st.Dir()), zap.Int("layers", len(h.layers)))
 	return nil
 }
@@ -183,6 +189,7 @@ func (h *Handler) Validate() error {
 
 // Cleanup releases the store; the last config using it closes it.
 func (h *Handler) Cleanup() error {
+	unregister(h)
 	if h.store != nil {
 		return h.store.Release()
 	}

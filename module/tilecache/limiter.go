@@ -26,7 +26,10 @@ type limiter struct {
 
 func newLimiter(n int) *limiter { return &limiter{free: n} }
 
-func (l *limiter) acquire(ctx context.Context, p Priority) error {
+// acquire waits for a slot. A seeder waiting in line whose metatile a user
+// then asks for (urgent closes) moves to the users' line: the user is
+// waiting for that very fetch.
+func (l *limiter) acquire(ctx context.Context, p Priority, urgent <-chan struct{}) error {
 	l.mu.Lock()
 	if l.free > 0 && len(l.waiting[PriorityUser]) == 0 && (p == PriorityUser || len(l.waiting[PrioritySeed]) == 0) {
 		l.free--
@@ -36,23 +39,47 @@ func (l *limiter) acquire(ctx context.Context, p Priority) error {
 	ch := make(chan struct{})
 	l.waiting[p] = append(l.waiting[p], ch)
 	l.mu.Unlock()
-	select {
-	case <-ch:
-		return nil
-	case <-ctx.Done():
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		q := l.waiting[p]
-		for i, c := range q {
-			if c == ch {
-				l.waiting[p] = append(q[:i], q[i+1:]...)
-				return ctx.Err()
+	for {
+		select {
+		case <-ch:
+			return nil
+		case <-urgent:
+			urgent = nil
+			if p == PriorityUser {
+				continue
 			}
+			l.mu.Lock()
+			if l.remove(p, ch) {
+				p = PriorityUser
+				l.waiting[p] = append(l.waiting[p], ch)
+			}
+			l.mu.Unlock()
+		case <-ctx.Done():
+			return l.giveUp(p, ch, ctx.Err())
 		}
+	}
+}
+
+// remove takes ch out of line p; false when it was already handed a slot.
+func (l *limiter) remove(p Priority, ch chan struct{}) bool {
+	q := l.waiting[p]
+	for i, c := range q {
+		if c == ch {
+			l.waiting[p] = append(q[:i], q[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+func (l *limiter) giveUp(p Priority, ch chan struct{}, err error) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.remove(p, ch) {
 		// Handed a slot just as we gave up: pass it on.
 		l.releaseLocked()
-		return ctx.Err()
 	}
+	return err
 }
 
 func (l *limiter) release() {
