@@ -6,4 +6,6 @@ package tilecache
 import (
 	// The tile_cache HTTP handler.
 	_ "github.com/tilecache/caddy-tilecache/module/tilecache"
+	// The tile_cache_admin HTTP handler: GeoWebCache's REST interface.
+	_ "github.com/tilecache/caddy-tilecache/admin"
 )

@@ -1,0 +1,81 @@
+package admin
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+)
+
+func init() {
+	httpcaddyfile.RegisterHandlerDirective("tile_cache_admin", parseCaddyfile)
+	httpcaddyfile.RegisterDirectiveOrder("tile_cache_admin", httpcaddyfile.Before, "reverse_proxy")
+}
+
+func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	var a Handler
+	err := a.UnmarshalCaddyfile(h.Dispenser)
+	return &a, err
+}
+
+// UnmarshalCaddyfile sets up the handler from Caddyfile tokens:
+//
+//	tile_cache_admin [<cache>] {
+//		cache <name>
+//		workers <n>
+//		retry_count <n>
+//		retry_wait <duration>
+//		max_failures <n>
+//		history <n>
+//	}
+func (a *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next()
+	if d.NextArg() {
+		a.Cache = d.Val()
+	}
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	for d.NextBlock(0) {
+		opt := d.Val()
+		if !d.NextArg() {
+			return d.ArgErr()
+		}
+		val := d.Val()
+		if d.NextArg() {
+			return d.ArgErr()
+		}
+		var err error
+		switch opt {
+		case "cache":
+			a.Cache = val
+		case "workers":
+			a.Workers, err = strconv.Atoi(val)
+		case "history":
+			a.History, err = strconv.Atoi(val)
+		case "retry_count":
+			var n int
+			n, err = strconv.Atoi(val)
+			a.RetryCount = &n
+		case "max_failures":
+			var n int64
+			n, err = strconv.ParseInt(val, 10, 64)
+			a.MaxFailures = &n
+		case "retry_wait":
+			var dur time.Duration
+			dur, err = caddy.ParseDuration(val)
+			a.RetryWait = caddy.Duration(dur)
+		default:
+			return d.Errf("unknown tile_cache_admin option %q", opt)
+		}
+		if err != nil {
+			return d.Errf("%s: %v", opt, err)
+		}
+	}
+	return nil
+}
+
+var _ caddyfile.Unmarshaler = (*Handler)(nil)

@@ -1,0 +1,250 @@
+package admin
+
+import (
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"html"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/tilecache/caddy-tilecache/module/tilecache"
+	"github.com/tilecache/caddy-tilecache/seeder"
+)
+
+// listing answers the pending and running tasks as GeoWebCache's
+// long-array-array, in JSON or XML.
+func (h *Handler) listing(w http.ResponseWriter, rt route) error {
+	recs := h.engine.List(rt.layer)
+	if rt.format == "xml" {
+		var b strings.Builder
+		b.WriteString("<long-array-array>")
+		for _, r := range recs {
+			b.WriteString("<long-array>")
+			for _, v := range r {
+				b.WriteString("<long>" + strconv.FormatInt(v, 10) + "</long>")
+			}
+			b.WriteString("</long-array>")
+		}
+		b.WriteString("</long-array-array>")
+		w.Header().Set("Content-Type", "application/xml")
+		_, err := io.WriteString(w, b.String())
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	return json.NewEncoder(w).Encode(map[string][][5]int64{"long-array-array": recs})
+}
+
+// readBody reads at most maxBody bytes, answering 413 beyond.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		plain(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes", maxBody))
+		return nil, false
+	}
+	if err != nil {
+		plain(w, http.StatusBadRequest, "reading the request body: "+err.Error())
+		return nil, false
+	}
+	return body, true
+}
+
+// seed accepts a seed, reseed or truncate request for a layer. The path's
+// extension picks the parser; the Content-Type need not match.
+func (h *Handler) seed(w http.ResponseWriter, r *http.Request, rt route) error {
+	body, ok := readBody(w, r)
+	if !ok {
+		return nil
+	}
+	if len(strings.TrimSpace(string(body))) == 0 {
+		return plain(w, http.StatusBadRequest, "empty request body: a seedRequest is expected")
+	}
+	var req seeder.Request
+	var err error
+	if rt.format == "json" {
+		req, err = parseJSONSeed(body)
+	} else {
+		req, err = parseXMLSeed(body)
+	}
+	if err != nil {
+		return plain(w, http.StatusBadRequest, err.Error())
+	}
+	spec, err := h.engine.Resolve(rt.layer, req)
+	if err != nil {
+		return h.specError(w, err)
+	}
+	t, err := h.engine.Submit(spec)
+	if err != nil {
+		return h.specError(w, err)
+	}
+	w.Header().Set("Location", fmt.Sprintf("%s/rest/tasks/%d.json", baseURL(r), t.ID))
+	w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+func (h *Handler) specError(w http.ResponseWriter, err error) error {
+	var br *seeder.BadRequest
+	switch {
+	case errors.As(err, &br):
+		return plain(w, http.StatusBadRequest, br.Msg)
+	case errors.Is(err, seeder.ErrUnknownLayer):
+		return plain(w, http.StatusNotFound, err.Error())
+	}
+	h.log.Error("seed request failed", zap.Error(err))
+	return plain(w, http.StatusInternalServerError, err.Error())
+}
+
+// kill terminates tasks as the kill_all form field says and answers an
+// HTML page listing them, as GeoWebCache's seed form does.
+func (h *Handler) kill(w http.ResponseWriter, r *http.Request, rt route) error {
+	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+	if err := r.ParseForm(); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return plain(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes", maxBody))
+		}
+		return plain(w, http.StatusBadRequest, "malformed form: "+err.Error())
+	}
+	if _, ok := r.Form["kill_all"]; !ok {
+		return plain(w, http.StatusBadRequest, "kill_all is required: one of all|running|pending")
+	}
+	which, err := seeder.ParseWhich(r.Form.Get("kill_all"))
+	if err != nil {
+		return plain(w, http.StatusBadRequest, err.Error())
+	}
+	killed, finished := h.engine.Kill(rt.layer, which)
+	var b strings.Builder
+	b.WriteString("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Tile cache tasks</title></head><body>\n")
+	scope := "all layers"
+	if rt.layer != "" {
+		scope = "layer " + html.EscapeString(rt.layer)
+	}
+	fmt.Fprintf(&b, "<p>Requested to terminate %s tasks of %s: %d terminated.</p>\n", html.EscapeString(r.Form.Get("kill_all")), scope, len(killed))
+	writeList(&b, "Terminated tasks", killed)
+	writeList(&b, "Tasks that had already finished", finished)
+	b.WriteString("</body></html>\n")
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	_, err = io.WriteString(w, b.String())
+	return err
+}
+
+func writeList(b *strings.Builder, title string, tasks []seeder.Summary) {
+	fmt.Fprintf(b, "<h2>%s</h2>\n<ul>\n", title)
+	for _, t := range tasks {
+		fmt.Fprintf(b, "<li>[%d: %s, %s, %s]</li>\n", t.ID, html.EscapeString(t.Layer), t.Type, t.State)
+	}
+	b.WriteString("</ul>\n")
+}
+
+// task answers a task's own resource (named by the seed POST's Location).
+func (h *Handler) task(w http.ResponseWriter, rt route) error {
+	info, ok := h.engine.Info(rt.id)
+	if !ok {
+		return plain(w, http.StatusNotFound, fmt.Sprintf("no task %d (finished tasks are kept for a while, then forgotten)", rt.id))
+	}
+	w.Header().Set("Content-Type", "application/json")
+	return json.NewEncoder(w).Encode(info)
+}
+
+// The mass truncate request types, in the order the list shows them.
+var massTypes = []string{"truncateLayer", "truncateExtent"}
+
+func (h *Handler) massTruncateList(w http.ResponseWriter, r *http.Request) error {
+	var b strings.Builder
+	b.WriteString(`<massTruncateRequests href="`)
+	xml.EscapeText(&b, []byte(baseURL(r)+"/rest/masstruncate"))
+	b.WriteString(`">`)
+	for _, t := range massTypes {
+		b.WriteString("<requestType>" + t + "</requestType>")
+	}
+	b.WriteString("</massTruncateRequests>")
+	w.Header().Set("Content-Type", "application/xml")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+type xmlMass struct {
+	XMLName   xml.Name
+	LayerName *string `xml:"layerName"`
+	GridSetID string  `xml:"gridSetId"`
+	Bounds    *struct {
+		Coords struct {
+			Double []string `xml:"double"`
+		} `xml:"coords"`
+	} `xml:"bounds"`
+}
+
+func (h *Handler) massTruncate(w http.ResponseWriter, r *http.Request) error {
+	// No Content-Type is read as XML, as GeoWebCache does.
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || (mt != "text/xml" && mt != "application/xml") {
+			return plain(w, http.StatusUnsupportedMediaType, fmt.Sprintf("Content-Type %q is not supported: send text/xml", ct))
+		}
+	}
+	body, ok := readBody(w, r)
+	if !ok {
+		return nil
+	}
+	if err := checkNoDTD(body); err != nil {
+		return plain(w, http.StatusBadRequest, err.Error())
+	}
+	var m xmlMass
+	if err := xml.Unmarshal(body, &m); err != nil {
+		return plain(w, http.StatusBadRequest, "malformed XML: "+err.Error())
+	}
+	if m.LayerName == nil || strings.TrimSpace(*m.LayerName) == "" {
+		if m.XMLName.Local == "truncateLayer" || m.XMLName.Local == "truncateExtent" {
+			return plain(w, http.StatusBadRequest, m.XMLName.Local+" needs a layerName")
+		}
+	}
+	switch m.XMLName.Local {
+	case "truncateLayer":
+		layer := strings.TrimSpace(*m.LayerName)
+		c, err := tilecache.Lookup(h.Cache)
+		if err != nil {
+			return plain(w, http.StatusServiceUnavailable, err.Error())
+		}
+		if _, ok := c.Layer(layer); !ok {
+			return plain(w, http.StatusBadRequest, "Could not find layer "+layer)
+		}
+		if err := c.Store().TruncateLayer(layer); err != nil {
+			h.log.Error("truncateLayer failed", zap.Error(err))
+			return plain(w, http.StatusInternalServerError, "truncating layer "+layer+": "+err.Error())
+		}
+		h.log.Info("layer truncated", zap.String("layer", layer))
+		w.WriteHeader(http.StatusOK)
+		return nil
+	case "truncateExtent":
+		layer := strings.TrimSpace(*m.LayerName)
+		if strings.TrimSpace(m.GridSetID) == "" {
+			return plain(w, http.StatusBadRequest, "truncateExtent needs a gridSetId")
+		}
+		var bounds []float64
+		if m.Bounds != nil {
+			var err error
+			if bounds, err = floats(m.Bounds.Coords.Double); err != nil {
+				return plain(w, http.StatusBadRequest, err.Error())
+			}
+		}
+		spec, err := h.engine.ResolveTruncateExtent(layer, strings.TrimSpace(m.GridSetID), bounds)
+		if err != nil {
+			return h.specError(w, err)
+		}
+		t, err := h.engine.Submit(spec)
+		if err != nil {
+			return h.specError(w, err)
+		}
+		w.Header().Set("Location", fmt.Sprintf("%s/rest/tasks/%d.json", baseURL(r), t.ID))
+		w.WriteHeader(http.StatusOK)
+		return nil
+	}
+	return plain(w, http.StatusBadRequest, fmt.Sprintf("unknown mass truncate request %q: one of %s", m.XMLName.Local, strings.Join(massTypes, ", ")))
+}

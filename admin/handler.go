@@ -1,0 +1,275 @@
+// Package admin is the Caddy HTTP handler http.handlers.tile_cache_admin:
+// GeoWebCache's REST interface for seeding, reseeding, truncating and
+// mass-truncating the tiles of a tile_cache, as rest-interface.md and
+// decisions.md specify it.
+package admin
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/tilecache/caddy-tilecache/module/tilecache"
+	"github.com/tilecache/caddy-tilecache/seeder"
+)
+
+func init() {
+	caddy.RegisterModule(Handler{})
+}
+
+// maxBody bounds request bodies: a seed request is a few hundred bytes.
+const maxBody = 1 << 20
+
+// Handler serves the REST interface under whatever path it is mounted at.
+type Handler struct {
+	// Cache names the tile_cache this interface works on. Default "default".
+	Cache string `json:"cache,omitempty"`
+	// Workers is the size of the seeding worker pool shared by all tasks. Default 2.
+	Workers int `json:"workers,omitempty"`
+	// RetryCount, RetryWait and MaxFailures are the defaults for a seed
+	// request's tileFailureRetryCount, tileFailureRetryWaitTime and
+	// totalFailuresBeforeAborting. Defaults 3, 1s, 1000.
+	RetryCount  *int           `json:"retry_count,omitempty"`
+	RetryWait   caddy.Duration `json:"retry_wait,omitempty"`
+	MaxFailures *int64         `json:"max_failures,omitempty"`
+	// History is how many finished tasks stay reachable. Default 100.
+	History int `json:"history,omitempty"`
+
+	engine *seeder.Engine
+	log    *zap.Logger
+}
+
+// CaddyModule returns the Caddy module information.
+func (Handler) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.tile_cache_admin",
+		New: func() caddy.Module { return new(Handler) },
+	}
+}
+
+// Provision attaches to the named cache's seeding engine, which survives
+// config reloads with its tasks.
+func (h *Handler) Provision(ctx caddy.Context) error {
+	h.log = ctx.Logger()
+	if h.Cache == "" {
+		h.Cache = tilecache.DefaultName
+	}
+	if h.Workers == 0 {
+		h.Workers = 2
+	}
+	if h.History == 0 {
+		h.History = 100
+	}
+	retry := seeder.RetryPolicy{Retries: 3, Wait: time.Second, MaxFailures: 1000}
+	if h.RetryCount != nil {
+		retry.Retries = *h.RetryCount
+	}
+	if h.RetryWait != 0 {
+		retry.Wait = time.Duration(h.RetryWait)
+	}
+	if h.MaxFailures != nil {
+		retry.MaxFailures = *h.MaxFailures
+	}
+	e, err := seeder.Acquire(h.Cache, seeder.Config{Workers: h.Workers, Retry: retry, History: h.History},
+		caddy.Log().Named("tile_cache.seeder").With(zap.String("cache", h.Cache)))
+	if err != nil {
+		return err
+	}
+	h.engine = e
+	return nil
+}
+
+// Validate checks the configuration.
+func (h *Handler) Validate() error {
+	if h.Workers < 1 || h.History < 1 {
+		return errors.New("tile_cache_admin: workers and history must be at least 1")
+	}
+	if h.RetryCount != nil && *h.RetryCount < 0 || h.MaxFailures != nil && *h.MaxFailures < 0 || h.RetryWait < 0 {
+		return errors.New("tile_cache_admin: retry_count, retry_wait and max_failures must not be negative")
+	}
+	return nil
+}
+
+// Cleanup releases the engine; the last config using it stops it.
+func (h *Handler) Cleanup() error {
+	if h.engine != nil {
+		return h.engine.Release()
+	}
+	return nil
+}
+
+// route is where a request goes under /rest/.
+type route struct {
+	kind   string // "listing", "seed", "kill", "masstruncate", "task"
+	layer  string // "" for all layers
+	format string // "json" or "xml" where the path has one
+	id     int64
+}
+
+// ServeHTTP implements caddyhttp.MiddlewareHandler. Requests outside
+// /rest/ go to the next handler, so the interface can share a route.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	rt, ok, err := parsePath(r.URL.EscapedPath())
+	if !ok {
+		return next.ServeHTTP(w, r)
+	}
+	if err != nil {
+		return plain(w, http.StatusNotFound, err.Error())
+	}
+	switch rt.kind {
+	case "listing":
+		if !allow(w, r, http.MethodGet) {
+			return nil
+		}
+		return h.listing(w, rt)
+	case "layer": // /rest/seed/<layer>.<xml|json>
+		if !allow(w, r, http.MethodGet, http.MethodPost) {
+			return nil
+		}
+		if !h.knownLayer(w, rt.layer) {
+			return nil
+		}
+		if r.Method == http.MethodGet {
+			return h.listing(w, rt)
+		}
+		return h.seed(w, r, rt)
+	case "kill":
+		if !allow(w, r, http.MethodPost) {
+			return nil
+		}
+		if rt.layer != "" && !h.knownLayer(w, rt.layer) {
+			return nil
+		}
+		return h.kill(w, r, rt)
+	case "masstruncate":
+		if !allow(w, r, http.MethodGet, http.MethodPost) {
+			return nil
+		}
+		if r.Method == http.MethodGet {
+			return h.massTruncateList(w, r)
+		}
+		return h.massTruncate(w, r)
+	case "task":
+		if !allow(w, r, http.MethodGet) {
+			return nil
+		}
+		return h.task(w, rt)
+	}
+	return plain(w, http.StatusNotFound, "no such resource")
+}
+
+// parsePath finds the resource under the last "/rest/" of the path:
+// whatever comes before it is the mount point. Layer names cannot contain
+// a slash, so the last "/rest/" is always the interface's own.
+func parsePath(escaped string) (route, bool, error) {
+	i := strings.LastIndex(escaped, "/rest/")
+	if i < 0 {
+		return route{}, false, nil
+	}
+	rest := escaped[i+len("/rest/"):]
+	switch {
+	case rest == "seed.json" || rest == "seed.xml":
+		return route{kind: "listing", format: strings.TrimPrefix(rest, "seed.")}, true, nil
+	case rest == "seed":
+		return route{kind: "kill"}, true, nil
+	case rest == "masstruncate":
+		return route{kind: "masstruncate"}, true, nil
+	case strings.HasPrefix(rest, "tasks/"):
+		idText, ok := strings.CutSuffix(strings.TrimPrefix(rest, "tasks/"), ".json")
+		id, err := strconv.ParseInt(idText, 10, 64)
+		if !ok || err != nil || id <= 0 {
+			return route{}, true, errors.New("no such task")
+		}
+		return route{kind: "task", id: id}, true, nil
+	case strings.HasPrefix(rest, "seed/"):
+		seg := strings.TrimPrefix(rest, "seed/")
+		if seg == "" || strings.Contains(seg, "/") {
+			return route{}, true, errors.New("no such resource")
+		}
+		name, err := url.PathUnescape(seg)
+		if err != nil || name == "" || strings.ContainsAny(name, "/\x00") {
+			return route{}, true, fmt.Errorf("bad layer name %q", seg)
+		}
+		// The last .json or .xml is the format: test:mock.layer.name.json
+		// is the layer test:mock.layer.name.
+		for _, ext := range []string{"json", "xml"} {
+			if layer, ok := strings.CutSuffix(name, "."+ext); ok && layer != "" {
+				return route{kind: "layer", layer: layer, format: ext}, true, nil
+			}
+		}
+		return route{kind: "kill", layer: name}, true, nil
+	}
+	return route{}, true, errors.New("no such resource")
+}
+
+// allow answers 405 with an Allow header unless r uses one of the methods.
+func allow(w http.ResponseWriter, r *http.Request, methods ...string) bool {
+	for _, m := range methods {
+		if r.Method == m {
+			return true
+		}
+	}
+	w.Header().Set("Allow", strings.Join(methods, ", "))
+	plain(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s is not allowed here; allowed: %s", r.Method, strings.Join(methods, ", ")))
+	return false
+}
+
+func (h *Handler) knownLayer(w http.ResponseWriter, layer string) bool {
+	c, err := tilecache.Lookup(h.Cache)
+	if err != nil {
+		plain(w, http.StatusServiceUnavailable, err.Error())
+		return false
+	}
+	if _, ok := c.Layer(layer); !ok {
+		plain(w, http.StatusNotFound, fmt.Sprintf("Unknown layer: %s", layer))
+		return false
+	}
+	return true
+}
+
+// plain writes a one-line text/plain answer.
+func plain(w http.ResponseWriter, status int, msg string) error {
+	msg = strings.ReplaceAll(strings.ReplaceAll(msg, "\r", " "), "\n", " ")
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, err := fmt.Fprintln(w, msg)
+	return err
+}
+
+// baseURL is the interface's mount point as the client addressed it:
+// scheme, host and the original path up to /rest/ (before handle_path
+// stripped anything).
+func baseURL(r *http.Request) string {
+	// Caddy keeps the original URL (path before any stripping) aside;
+	// scheme and host are those of the request itself.
+	u := r.URL
+	if or, ok := r.Context().Value(caddyhttp.OriginalRequestCtxKey).(http.Request); ok && or.URL != nil {
+		u = or.URL
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	p := u.EscapedPath()
+	if i := strings.LastIndex(p, "/rest/"); i >= 0 {
+		p = p[:i]
+	}
+	return scheme + "://" + r.Host + p
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*Handler)(nil)
+	_ caddy.Validator             = (*Handler)(nil)
+	_ caddy.CleanerUpper          = (*Handler)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
+)
