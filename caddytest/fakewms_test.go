@@ -25,7 +25,11 @@ type fakeWMS struct {
 	getMaps atomic.Int64 // GetMap requests seen
 	others  atomic.Int64 // every other request (pass-through traffic)
 
+	// failNext makes the next N GetMaps answer 500, whatever the mode.
+	failNext atomic.Int64
+
 	mu       sync.Mutex
+	bboxes   []string      // BBOX of every GetMap, in arrival order
 	mode     string        // "", "500", "exception", "slow", "text"
 	delay    time.Duration // for "slow", and added to every GetMap
 	lastGet  string        // last GetMap query
@@ -43,6 +47,13 @@ func (f *fakeWMS) set(mode string, delay time.Duration) {
 	f.mu.Lock()
 	f.mode, f.delay = mode, delay
 	f.mu.Unlock()
+}
+
+// arrivals returns the BBOX of every GetMap so far, in arrival order.
+func (f *fakeWMS) arrivals() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.bboxes...)
 }
 
 func (f *fakeWMS) lastGetMap() string {
@@ -71,7 +82,14 @@ func (f *fakeWMS) serve(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	mode, delay := f.mode, f.delay
 	f.lastGet = r.URL.RawQuery
+	f.bboxes = append(f.bboxes, get("BBOX"))
 	f.mu.Unlock()
+	for n := f.failNext.Load(); n > 0; n = f.failNext.Load() {
+		if f.failNext.CompareAndSwap(n, n-1) {
+			http.Error(w, "injected failure", http.StatusInternalServerError)
+			return
+		}
+	}
 	if delay > 0 {
 		select {
 		case <-time.After(delay):

@@ -5,6 +5,7 @@
 package caddytest
 
 import (
+	"flag"
 	"fmt"
 	"net/http"
 	"os"
@@ -31,6 +32,9 @@ var storageRoot string
 var atExit []func()
 
 func TestMain(m *testing.M) {
+	// Parse the test flags now: starting Caddy below rewrites os.Args,
+	// which m.Run would otherwise parse instead.
+	flag.Parse()
 	var err error
 	storageRoot, err = os.MkdirTemp("", "tilecache-caddytest-")
 	if err != nil {

@@ -179,3 +179,51 @@ func TestMapServerCachedTileHasTheUpstreamPixels(t *testing.T) {
 		}
 	}
 }
+
+// Seeding through the REST interface against the real MapServer: levels
+// 0–4 of test:polygons in EPSG:4326 (2+8+32+128+512 = 682 tiles), after
+// which every one of them is a HIT.
+func TestMapServerSeedLevels0To4ThenAllHits(t *testing.T) {
+	up := mapServer(t)
+	u, _ := url.Parse(up)
+	cfg := fmt.Sprintf(`
+http://localhost:%d {
+	handle_path /geowebcache/* {
+		basic_auth {
+			%s %s
+		}
+		tile_cache_admin {
+			workers 2
+		}
+	}
+	handle {
+		tile_cache {
+			upstream %s
+			storage %s
+			timeout 60s
+			layer test:polygons {
+				gridsets EPSG:4326 EPSG:900913
+			}
+		}
+		reverse_proxy %s
+	}
+}
+`, httpPort, adminUser, adminHash(), up, storageDir(t), u.Host)
+	load(t, cfg)
+	ti := waitTask(t, submit(t, "test:polygons", "xml", `<seedRequest><name>test:polygons</name><srs><number>4326</number></srs><zoomStart>0</zoomStart><zoomStop>4</zoomStop><format>image/png</format><type>seed</type><threadCount>2</threadCount></seedRequest>`))
+	if ti.State != "DONE" || ti.Total != 682 || ti.Processed != 682 || ti.FailedTiles != 0 {
+		t.Fatalf("seed task %+v", ti)
+	}
+	g, _ := gridset.Builtin("EPSG:4326")
+	for z := 0; z <= 4; z++ {
+		l := g.Levels[z]
+		for x := int64(0); x < l.TilesWide; x++ {
+			for y := int64(0); y < l.TilesHigh; y++ {
+				a := get(t, siteURL(tileQuery("test:polygons", "EPSG:4326", gridset.Index{X: x, Y: y, Z: z})))
+				if a.status != 200 || a.header.Get("Geowebcache-Cache-Result") != "HIT" {
+					t.Fatalf("tile %d/%d/%d: %d %s", z, x, y, a.status, a.header.Get("Geowebcache-Cache-Result"))
+				}
+			}
+		}
+	}
+}

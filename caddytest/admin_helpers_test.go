@@ -1,0 +1,183 @@
+package caddytest
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+)
+
+const (
+	adminUser = "admin"
+	adminPass = "geoserver"
+)
+
+// adminHash is a bcrypt hash of adminPass at a low cost: the tests make
+// hundreds of authenticated requests.
+var adminHash = sync.OnceValue(func() string {
+	h, err := bcrypt.GenerateFromPassword([]byte(adminPass), 4)
+	if err != nil {
+		panic(err)
+	}
+	return string(h)
+})
+
+// adminConfig is a site with the REST interface under /geowebcache behind
+// basic_auth (handle_path strips the prefix), and public tiles elsewhere.
+func adminConfig(t *testing.T, f *fakeWMS, storage, adminOpts, layers string) string {
+	u, _ := url.Parse(f.URL)
+	if layers == "" {
+		layers = `
+		layer test:a {
+			gridsets EPSG:4326 EPSG:900913
+			param STYLES {
+				default ""
+				values "" population
+			}
+		}
+		layer test:mock.layer.name {
+			gridsets EPSG:4326
+			formats image/png image/jpeg
+		}`
+	}
+	return fmt.Sprintf(`
+http://localhost:%d {
+	handle_path /geowebcache/* {
+		basic_auth {
+			%s %s
+		}
+		tile_cache_admin {
+			%s
+		}
+	}
+	handle {
+		tile_cache {
+			upstream %s/wms
+			storage %s
+			timeout 2s
+			%s
+		}
+		reverse_proxy %s
+	}
+}
+`, httpPort, adminUser, adminHash(), adminOpts, f.URL, storage, layers, u.Host)
+}
+
+func restURL(path string) string {
+	return fmt.Sprintf("http://localhost:%d/geowebcache%s", httpPort, path)
+}
+
+// rest sends an authenticated request to the REST interface.
+func rest(t *testing.T, method, path, contentType, body string) answer {
+	t.Helper()
+	return restAs(t, adminUser, adminPass, method, path, contentType, body)
+}
+
+func restAs(t *testing.T, user, pass, method, path, contentType, body string) answer {
+	t.Helper()
+	req, err := http.NewRequest(method, restURL(path), strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if user != "" {
+		req.SetBasicAuth(user, pass)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return answer{resp.StatusCode, resp.Header, b}
+}
+
+// taskInfo is the task resource's JSON.
+type taskInfo struct {
+	ID          int64  `json:"id"`
+	State       string `json:"state"`
+	Status      int64  `json:"status"`
+	Processed   int64  `json:"processed"`
+	Total       int64  `json:"total"`
+	Remaining   int64  `json:"remaining"`
+	FailedTiles int64  `json:"failedTiles"`
+	Failures    int64  `json:"failures"`
+	LastError   string `json:"lastError"`
+	Threads     int    `json:"threadCount"`
+	Gridset     string `json:"gridSetId"`
+	Format      string `json:"format"`
+	Type        string `json:"type"`
+}
+
+// submit POSTs a seed request and returns the task's resource path.
+func submit(t *testing.T, layer, ext, body string) string {
+	t.Helper()
+	ct := "application/json"
+	if ext == "xml" {
+		ct = "text/xml"
+	}
+	a := rest(t, "POST", "/rest/seed/"+layer+"."+ext, ct, body)
+	if a.status != 200 || len(a.body) != 0 {
+		t.Fatalf("seed POST: %d %q", a.status, a.body)
+	}
+	loc := a.header.Get("Location")
+	prefix := restURL("")
+	if !strings.HasPrefix(loc, prefix+"/rest/tasks/") {
+		t.Fatalf("Location %q does not name a task under %s", loc, prefix)
+	}
+	return strings.TrimPrefix(loc, prefix)
+}
+
+func task(t *testing.T, path string) taskInfo {
+	t.Helper()
+	a := rest(t, "GET", path, "", "")
+	if a.status != 200 {
+		t.Fatalf("GET %s: %d %q", path, a.status, a.body)
+	}
+	var ti taskInfo
+	if err := json.Unmarshal(a.body, &ti); err != nil {
+		t.Fatalf("task JSON: %v: %s", err, a.body)
+	}
+	return ti
+}
+
+// waitTask polls a task until it reaches a final state (bounded).
+func waitTask(t *testing.T, path string) taskInfo {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ti := task(t, path)
+		if ti.Status == 2 || ti.Status == -1 {
+			return ti
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task %s still %s after 60s: %+v", path, ti.State, ti)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// listing GETs a task listing and decodes it.
+func listing(t *testing.T, path string) [][5]int64 {
+	t.Helper()
+	a := rest(t, "GET", path, "", "")
+	if a.status != 200 || !strings.HasPrefix(a.header.Get("Content-Type"), "application/json") {
+		t.Fatalf("GET %s: %d %q %q", path, a.status, a.header.Get("Content-Type"), a.body)
+	}
+	var l struct {
+		L [][5]int64 `json:"long-array-array"`
+	}
+	if err := json.Unmarshal(a.body, &l); err != nil || l.L == nil {
+		t.Fatalf("listing JSON %q: %v", a.body, err)
+	}
+	return l.L
+}
