@@ -99,7 +99,11 @@ func (t *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return err
 			}
 		case "neutral_params":
-			t.NeutralParams = append(t.NeutralParams, d.RemainingArgs()...)
+			args, err := listArgs(d)
+			if err != nil {
+				return err
+			}
+			t.NeutralParams = append(t.NeutralParams, args...)
 		case "gridset":
 			g, err := parseGridset(d)
 			if err != nil {
@@ -139,16 +143,7 @@ func parseGridset(d *caddyfile.Dispenser) (gridset.Config, error) {
 		case "levels":
 			err = intArgs(d, &g.Levels)
 		case "tile_size":
-			args := d.RemainingArgs()
-			if len(args) == 1 {
-				args = append(args, args[0])
-			}
-			if len(args) != 2 {
-				return g, d.ArgErr()
-			}
-			if g.TileWidth, err = strconv.Atoi(args[0]); err == nil {
-				g.TileHeight, err = strconv.Atoi(args[1])
-			}
+			err = intPairArgs(d, &g.TileWidth, &g.TileHeight)
 		case "origin":
 			err = oneArg(d, &g.Origin)
 		case "meters_per_unit":
@@ -177,11 +172,17 @@ func parseLayer(d *caddyfile.Dispenser) (LayerConfig, error) {
 		var err error
 		switch d.Val() {
 		case "upstream_layers":
-			l.UpstreamLayers = append(l.UpstreamLayers, d.RemainingArgs()...)
+			var args []string
+			args, err = listArgs(d)
+			l.UpstreamLayers = append(l.UpstreamLayers, args...)
 		case "formats":
-			l.Formats = append(l.Formats, d.RemainingArgs()...)
+			var args []string
+			args, err = listArgs(d)
+			l.Formats = append(l.Formats, args...)
 		case "gridsets":
-			l.Gridsets = append(l.Gridsets, d.RemainingArgs()...)
+			var args []string
+			args, err = listArgs(d)
+			l.Gridsets = append(l.Gridsets, args...)
 		case "extent":
 			var e [4]float64
 			err = floatArgs(d, e[:])
@@ -192,23 +193,23 @@ func parseLayer(d *caddyfile.Dispenser) (LayerConfig, error) {
 			}
 			name := d.Val()
 			var e [4]float64
-			if err = floatArgs(d, e[:]); err == nil {
+			args := d.RemainingArgs()
+			if len(args) != 4 {
+				return l, d.ArgErr()
+			}
+			for i, a := range args {
+				if e[i], err = strconv.ParseFloat(a, 64); err != nil {
+					return l, d.Errf("gridset_extent: %q is not a number", a)
+				}
+			}
+			if err == nil {
 				if l.GridsetExtents == nil {
 					l.GridsetExtents = map[string][4]float64{}
 				}
 				l.GridsetExtents[name] = e
 			}
 		case "metatile":
-			args := d.RemainingArgs()
-			if len(args) == 1 {
-				args = append(args, args[0])
-			}
-			if len(args) != 2 {
-				return l, d.ArgErr()
-			}
-			if l.MetaWidth, err = strconv.Atoi(args[0]); err == nil {
-				l.MetaHeight, err = strconv.Atoi(args[1])
-			}
+			err = intPairArgs(d, &l.MetaWidth, &l.MetaHeight)
 		case "gutter":
 			err = intArgs(d, &l.Gutter)
 		case "zoom":
@@ -218,13 +219,13 @@ func parseLayer(d *caddyfile.Dispenser) (LayerConfig, error) {
 			}
 			lo, err1 := strconv.Atoi(args[0])
 			if err1 != nil {
-				return l, d.Errf("zoom: %v", err1)
+				return l, d.Errf("zoom: %q is not a whole number", args[0])
 			}
 			l.MinZoom = &lo
 			if len(args) == 2 {
 				hi, err2 := strconv.Atoi(args[1])
 				if err2 != nil {
-					return l, d.Errf("zoom: %v", err2)
+					return l, d.Errf("zoom: %q is not a whole number", args[1])
 				}
 				l.MaxZoom = &hi
 			}
@@ -258,7 +259,9 @@ func parseLayer(d *caddyfile.Dispenser) (LayerConfig, error) {
 						f.Default = args[0]
 					}
 				case "values":
-					f.Values = append(f.Values, d.RemainingArgs()...)
+					var args []string
+					args, err = listArgs(d)
+					f.Values = append(f.Values, args...)
 				case "regex":
 					err = oneArg(d, &f.Regex)
 				case "ignore_case":
@@ -290,27 +293,32 @@ func oneArg(d *caddyfile.Dispenser, dst *string) error {
 	return nil
 }
 
+// The helpers below are called with the option's name as the current
+// token, and name it in their errors.
+
 func durationArg(d *caddyfile.Dispenser, dst *caddy.Duration) error {
+	opt := d.Val()
 	var s string
 	if err := oneArg(d, &s); err != nil {
 		return err
 	}
 	v, err := caddy.ParseDuration(s)
 	if err != nil {
-		return d.Errf("%s: %v", d.Val(), err)
+		return d.Errf("%s: %v", opt, err)
 	}
 	*dst = caddy.Duration(v)
 	return nil
 }
 
 func intArgs(d *caddyfile.Dispenser, dst *int) error {
+	opt := d.Val()
 	var s string
 	if err := oneArg(d, &s); err != nil {
 		return err
 	}
 	v, err := strconv.Atoi(s)
 	if err != nil {
-		return d.Errf("%v", err)
+		return d.Errf("%s: %q is not a whole number", opt, s)
 	}
 	*dst = v
 	return nil
@@ -318,6 +326,7 @@ func intArgs(d *caddyfile.Dispenser, dst *int) error {
 
 // floatArgs reads exactly len(dst) numbers.
 func floatArgs(d *caddyfile.Dispenser, dst []float64) error {
+	opt := d.Val()
 	args := d.RemainingArgs()
 	if len(args) != len(dst) {
 		return d.ArgErr()
@@ -325,7 +334,7 @@ func floatArgs(d *caddyfile.Dispenser, dst []float64) error {
 	for i, a := range args {
 		v, err := strconv.ParseFloat(a, 64)
 		if err != nil {
-			return d.Errf("%v", err)
+			return d.Errf("%s: %q is not a number", opt, a)
 		}
 		dst[i] = v
 	}
@@ -340,6 +349,7 @@ func floatArg(d *caddyfile.Dispenser, dst *float64) error {
 }
 
 func floatList(d *caddyfile.Dispenser) ([]float64, error) {
+	opt := d.Val()
 	args := d.RemainingArgs()
 	if len(args) == 0 {
 		return nil, d.ArgErr()
@@ -348,11 +358,40 @@ func floatList(d *caddyfile.Dispenser) ([]float64, error) {
 	for i, a := range args {
 		v, err := strconv.ParseFloat(a, 64)
 		if err != nil {
-			return nil, d.Errf("%v", err)
+			return nil, d.Errf("%s: %q is not a number", opt, a)
 		}
 		out[i] = v
 	}
 	return out, nil
+}
+
+// listArgs reads one or more arguments.
+func listArgs(d *caddyfile.Dispenser) ([]string, error) {
+	args := d.RemainingArgs()
+	if len(args) == 0 {
+		return nil, d.ArgErr()
+	}
+	return args, nil
+}
+
+// intPairArgs reads "<a> [<b>]"; one number means both.
+func intPairArgs(d *caddyfile.Dispenser, a, b *int) error {
+	opt := d.Val()
+	args := d.RemainingArgs()
+	if len(args) == 1 {
+		args = append(args, args[0])
+	}
+	if len(args) != 2 {
+		return d.ArgErr()
+	}
+	for i, dst := range []*int{a, b} {
+		v, err := strconv.Atoi(args[i])
+		if err != nil {
+			return d.Errf("%s: %q is not a whole number", opt, args[i])
+		}
+		*dst = v
+	}
+	return nil
 }
 
 var _ caddyfile.Unmarshaler = (*Handler)(nil)

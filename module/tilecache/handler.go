@@ -85,7 +85,6 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if h.Storage == "" {
 		h.Storage = filepath.Join(caddy.AppDataDir(), "tile_cache")
 	}
-	h.neutral = append(append([]string{}, defaultNeutral...), h.NeutralParams...)
 	if err := h.compile(); err != nil {
 		return err
 	}
@@ -156,7 +155,32 @@ func (h *Handler) compile() error {
 		}
 		h.layers[c.Name] = l
 	}
+	// A parameter a layer filters is part of its cache key and can never
+	// be neutral: an explicit neutral_params entry that clashes is an
+	// error, a default one simply yields to the filter.
+	h.neutral = nil
+	for _, n := range defaultNeutral {
+		if h.filtered(n) == "" {
+			h.neutral = append(h.neutral, n)
+		}
+	}
+	for _, n := range h.NeutralParams {
+		if l := h.filtered(n); l != "" {
+			return fmt.Errorf("tile_cache: neutral_params %s is a parameter filter of layer %q: remove one of them", n, l)
+		}
+		h.neutral = append(h.neutral, n)
+	}
 	return nil
+}
+
+// filtered names a layer that has a parameter filter for key, or "".
+func (h *Handler) filtered(key string) string {
+	for name, l := range h.layers {
+		if l.Params.Has(key) {
+			return name
+		}
+	}
+	return ""
 }
 
 // checkIndexRange rejects gridsets the store's key layout cannot hold.
@@ -203,8 +227,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		return h.pass(w, r, next, passMethod)
 	}
-	var extra [4]param
-	req := wmsRequest{extra: extra[:0]}
+	var req wmsRequest
 	if reason := h.parseWMS(r.URL.RawQuery, &req); reason != "" {
 		return h.pass(w, r, next, reason)
 	}

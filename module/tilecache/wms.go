@@ -63,9 +63,14 @@ type wmsRequest struct {
 	fields [nFields]string
 	seen   [nFields]bool
 	// extra holds parameters that are neither the standard ones nor
-	// neutral; only a layer's parameter filters can accept them.
-	extra []param
+	// neutral; only a layer's parameter filters can accept them. A fixed
+	// array keeps the request on the stack; more than fit is not a tile
+	// request any layer here is configured for.
+	extra  [maxExtra]param
+	nExtra int
 }
+
+const maxExtra = 8
 
 type param struct{ key, value string }
 
@@ -95,12 +100,16 @@ func (h *Handler) parseWMS(raw string, req *wmsRequest) string {
 		if h.isNeutral(k) {
 			continue
 		}
-		for _, p := range req.extra {
+		for _, p := range req.extra[:req.nExtra] {
 			if strings.EqualFold(p.key, k) {
 				return passDuplicate
 			}
 		}
-		req.extra = append(req.extra, param{k, v})
+		if req.nExtra == maxExtra {
+			return passUnknownParam
+		}
+		req.extra[req.nExtra] = param{k, v}
+		req.nExtra++
 	}
 	return ""
 }
@@ -224,18 +233,19 @@ func (h *Handler) matchTile(req *wmsRequest, tr *tileRequest) string {
 // filters. A request sending none of them (the common case) costs nothing.
 func normalizeParams(layer *Layer, req *wmsRequest, out *params.Values) string {
 	styles := req.fields[fStyles]
-	if len(req.extra) == 0 && styles == "" {
+	extra := req.extra[:req.nExtra]
+	if len(extra) == 0 && styles == "" {
 		*out = layer.Params.Defaults()
 		return ""
 	}
-	raw := make(map[string]string, len(req.extra)+1)
+	raw := make(map[string]string, len(extra)+1)
 	if styles != "" {
 		if !layer.Params.Has("STYLES") {
 			return passParam
 		}
 		raw["STYLES"] = styles
 	}
-	for _, p := range req.extra {
+	for _, p := range extra {
 		if !layer.Params.Has(p.key) {
 			return passUnknownParam
 		}

@@ -1,0 +1,385 @@
+package tilecache
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// queued is how many wait in line p.
+func queued(l *limiter, p Priority) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.waiting[p])
+}
+
+// waitQueued waits until line p holds n waiters.
+func waitQueued(t *testing.T, l *limiter, p Priority, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for queued(l, p) != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("line %d holds %d waiters, want %d", p, queued(l, p), n)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// checkIdle checks that every slot comes back free with no one waiting
+// (waiting a little: a holder may be between reporting and releasing).
+func checkIdle(t *testing.T, l *limiter, capacity int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		l.mu.Lock()
+		free, users, seeders := l.free, len(l.waiting[PriorityUser]), len(l.waiting[PrioritySeed])
+		l.mu.Unlock()
+		if free == capacity && users == 0 && seeders == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("free %d (want %d), waiting users %d seeders %d", free, capacity, users, seeders)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// acquireAll takes every slot of an idle limiter without blocking.
+func acquireAll(t *testing.T, l *limiter, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		done := make(chan error, 1)
+		go func() { done <- l.acquire(context.Background(), PrioritySeed, nil) }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("slot %d of %d not available", i+1, n)
+		}
+	}
+}
+
+func TestLimiterCapacity(t *testing.T) {
+	const capacity, workers, rounds = 3, 64, 50
+	l := newLimiter(capacity)
+	var inFlight, maxSeen atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := Priority(w % 2)
+			for i := 0; i < rounds; i++ {
+				if err := l.acquire(context.Background(), p, nil); err != nil {
+					t.Error(err)
+					return
+				}
+				n := inFlight.Add(1)
+				for {
+					m := maxSeen.Load()
+					if n <= m || maxSeen.CompareAndSwap(m, n) {
+						break
+					}
+				}
+				time.Sleep(time.Duration(i%3) * 10 * time.Microsecond)
+				inFlight.Add(-1)
+				l.release()
+			}
+		}()
+	}
+	wg.Wait()
+	if m := maxSeen.Load(); m > capacity {
+		t.Fatalf("%d in flight at once, capacity %d", m, capacity)
+	} else if m < capacity {
+		t.Logf("only %d in flight at most (capacity %d)", m, capacity)
+	}
+	checkIdle(t, l, capacity)
+}
+
+// Capacity also holds while waiters give up all the time.
+func TestLimiterCapacityWithCancellations(t *testing.T) {
+	const capacity, workers, rounds = 2, 32, 100
+	l := newLimiter(capacity)
+	var inFlight, maxSeen atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < rounds; i++ {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Duration((w+i)%5)*20*time.Microsecond)
+				err := l.acquire(ctx, Priority((w+i)%2), nil)
+				cancel()
+				if err != nil {
+					if !errors.Is(err, context.DeadlineExceeded) {
+						t.Error(err)
+						return
+					}
+					continue
+				}
+				n := inFlight.Add(1)
+				for {
+					m := maxSeen.Load()
+					if n <= m || maxSeen.CompareAndSwap(m, n) {
+						break
+					}
+				}
+				time.Sleep(10 * time.Microsecond)
+				inFlight.Add(-1)
+				l.release()
+			}
+		}()
+	}
+	wg.Wait()
+	if m := maxSeen.Load(); m > capacity {
+		t.Fatalf("%d in flight at once, capacity %d", m, capacity)
+	}
+	checkIdle(t, l, capacity)
+}
+
+// record acquires at priority p and reports name on order when it gets
+// the slot, then gives the slot back.
+func record(l *limiter, p Priority, name string, order chan<- string, urgent <-chan struct{}) {
+	if err := l.acquire(context.Background(), p, urgent); err != nil {
+		order <- "error " + name + ": " + err.Error()
+		return
+	}
+	order <- name
+	l.release()
+}
+
+func collect(t *testing.T, order <-chan string, n int) []string {
+	t.Helper()
+	var got []string
+	for i := 0; i < n; i++ {
+		select {
+		case s := <-order:
+			got = append(got, s)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("after %v: timed out", got)
+		}
+	}
+	return got
+}
+
+func TestLimiterUserBeforeEarlierSeeder(t *testing.T) {
+	l := newLimiter(1)
+	acquireAll(t, l, 1)
+	order := make(chan string, 2)
+	go record(l, PrioritySeed, "seeder", order, nil)
+	waitQueued(t, l, PrioritySeed, 1)
+	go record(l, PriorityUser, "user", order, nil)
+	waitQueued(t, l, PriorityUser, 1)
+	l.release()
+	got := collect(t, order, 2)
+	if got[0] != "user" || got[1] != "seeder" {
+		t.Fatalf("order %v, want user then seeder", got)
+	}
+	checkIdle(t, l, 1)
+}
+
+// A free slot does not go to a newly arriving seeder while users wait,
+// nor to a newly arriving user ahead of users already waiting.
+func TestLimiterNoBargingPastWaiters(t *testing.T) {
+	l := newLimiter(1)
+	acquireAll(t, l, 1)
+	order := make(chan string, 3)
+	go record(l, PriorityUser, "u1", order, nil)
+	waitQueued(t, l, PriorityUser, 1)
+	go record(l, PrioritySeed, "s1", order, nil)
+	waitQueued(t, l, PrioritySeed, 1)
+	go record(l, PriorityUser, "u2", order, nil)
+	waitQueued(t, l, PriorityUser, 2)
+	l.release()
+	got := collect(t, order, 3)
+	want := []string{"u1", "u2", "s1"}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("order %v, want %v", got, want)
+		}
+	}
+	checkIdle(t, l, 1)
+}
+
+func TestLimiterFIFOWithinPriority(t *testing.T) {
+	l := newLimiter(1)
+	acquireAll(t, l, 1)
+	const n = 8
+	order := make(chan string, 2*n)
+	// Interleave arrivals: s0 u0 s1 u1 ...; users go first, each line in
+	// arrival order.
+	for i := 0; i < n; i++ {
+		go record(l, PrioritySeed, "s"+string(rune('0'+i)), order, nil)
+		waitQueued(t, l, PrioritySeed, i+1)
+		go record(l, PriorityUser, "u"+string(rune('0'+i)), order, nil)
+		waitQueued(t, l, PriorityUser, i+1)
+	}
+	l.release()
+	got := collect(t, order, 2*n)
+	for i := 0; i < n; i++ {
+		if got[i] != "u"+string(rune('0'+i)) || got[n+i] != "s"+string(rune('0'+i)) {
+			t.Fatalf("order %v", got)
+		}
+	}
+	checkIdle(t, l, 1)
+}
+
+func TestLimiterCancelWhileWaiting(t *testing.T) {
+	for _, p := range []Priority{PriorityUser, PrioritySeed} {
+		const capacity = 2
+		l := newLimiter(capacity)
+		acquireAll(t, l, capacity)
+
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		go func() { errc <- l.acquire(ctx, p, nil) }()
+		waitQueued(t, l, p, 1)
+		cancel()
+		if err := <-errc; !errors.Is(err, context.Canceled) {
+			t.Fatalf("priority %d: got %v, want context.Canceled", p, err)
+		}
+		if queued(l, p) != 0 {
+			t.Fatalf("priority %d: cancelled waiter still in line", p)
+		}
+
+		// A deadline works the same way.
+		ctx2, cancel2 := context.WithTimeout(context.Background(), 5*time.Millisecond)
+		err := l.acquire(ctx2, p, nil)
+		cancel2()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("priority %d: got %v, want context.DeadlineExceeded", p, err)
+		}
+
+		for i := 0; i < capacity; i++ {
+			l.release()
+		}
+		checkIdle(t, l, capacity)
+		// and every slot can be taken again
+		acquireAll(t, l, capacity)
+		for i := 0; i < capacity; i++ {
+			l.release()
+		}
+		checkIdle(t, l, capacity)
+	}
+}
+
+// A waiter that gives up does not hold up the ones behind it.
+func TestLimiterCancelledWaiterSkipped(t *testing.T) {
+	l := newLimiter(1)
+	acquireAll(t, l, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- l.acquire(ctx, PriorityUser, nil) }()
+	waitQueued(t, l, PriorityUser, 1)
+	order := make(chan string, 1)
+	go record(l, PriorityUser, "u2", order, nil)
+	waitQueued(t, l, PriorityUser, 2)
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	l.release()
+	if got := collect(t, order, 1); got[0] != "u2" {
+		t.Fatal(got)
+	}
+	checkIdle(t, l, 1)
+}
+
+// Cancelling exactly when the slot is handed over must pass the slot on,
+// not lose it: hammer that race and check no slot leaks.
+func TestLimiterCancelRaceDoesNotLeak(t *testing.T) {
+	l := newLimiter(1)
+	for i := 0; i < 2000; i++ {
+		acquireAll(t, l, 1)
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		p := Priority(i % 2)
+		go func() { errc <- l.acquire(ctx, p, nil) }()
+		waitQueued(t, l, p, 1)
+		// release and cancel at the same moment
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() { defer wg.Done(); l.release() }()
+		go func() { defer wg.Done(); cancel() }()
+		wg.Wait()
+		if err := <-errc; err == nil {
+			l.release() // it won the slot
+		} else if !errors.Is(err, context.Canceled) {
+			t.Fatal(err)
+		}
+		checkIdle(t, l, 1)
+	}
+}
+
+// A seeder whose metatile a user then asks for (urgent closes) moves to the
+// end of the users' line: ahead of seeders that queued before it, behind
+// users already waiting.
+func TestLimiterUrgentPromotesSeeder(t *testing.T) {
+	l := newLimiter(1)
+	acquireAll(t, l, 1)
+	order := make(chan string, 4)
+	go record(l, PrioritySeed, "s1", order, nil)
+	waitQueued(t, l, PrioritySeed, 1)
+	urgent := make(chan struct{})
+	go record(l, PrioritySeed, "s2", order, urgent)
+	waitQueued(t, l, PrioritySeed, 2)
+	go record(l, PriorityUser, "u1", order, nil)
+	waitQueued(t, l, PriorityUser, 1)
+	close(urgent)
+	waitQueued(t, l, PriorityUser, 2)
+	waitQueued(t, l, PrioritySeed, 1)
+	go record(l, PriorityUser, "u2", order, nil)
+	waitQueued(t, l, PriorityUser, 3)
+	l.release()
+	got := collect(t, order, 4)
+	want := []string{"u1", "s2", "u2", "s1"}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("order %v, want %v", got, want)
+		}
+	}
+	checkIdle(t, l, 1)
+}
+
+// Promoted, then cancelled: the seeder leaves the users' line.
+func TestLimiterUrgentThenCancel(t *testing.T) {
+	l := newLimiter(1)
+	acquireAll(t, l, 1)
+	urgent := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- l.acquire(ctx, PrioritySeed, urgent) }()
+	waitQueued(t, l, PrioritySeed, 1)
+	close(urgent)
+	waitQueued(t, l, PriorityUser, 1)
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	l.release()
+	checkIdle(t, l, 1)
+}
+
+// urgent closed for a user, or closed before the seeder has to wait, is
+// harmless.
+func TestLimiterUrgentNoop(t *testing.T) {
+	l := newLimiter(1)
+	closed := make(chan struct{})
+	close(closed)
+	if err := l.acquire(context.Background(), PrioritySeed, closed); err != nil {
+		t.Fatal(err)
+	}
+	order := make(chan string, 1)
+	go record(l, PriorityUser, "u", order, closed)
+	waitQueued(t, l, PriorityUser, 1)
+	l.release()
+	if got := collect(t, order, 1); got[0] != "u" {
+		t.Fatal(got)
+	}
+	checkIdle(t, l, 1)
+}
