@@ -55,6 +55,12 @@ func TestMain(m *testing.M) {
 }
 
 func startCaddy() error {
+	// Another test binary's Caddy on the same admin port would receive our
+	// configs (and we its): refuse to run alongside it.
+	if resp, err := http.Get("http://" + adminAddr + "/config/"); err == nil {
+		resp.Body.Close()
+		return fmt.Errorf("something already answers on %s (another caddytest run?)", adminAddr)
+	}
 	cfg, err := os.CreateTemp("", "caddytest-init-*.caddyfile")
 	if err != nil {
 		return err

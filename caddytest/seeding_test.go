@@ -195,3 +195,30 @@ func defaultParamsHash(t *testing.T, layer string) string {
 	}
 	return l.Params.Defaults().Hash()
 }
+
+// A config reload in the middle of a seed neither loses nor duplicates the
+// task: the engine outlives the config, and the task goes on to DONE.
+func TestReloadKeepsRunningTasks(t *testing.T) {
+	f := newFakeWMS(t)
+	dir := storageDir(t)
+	load(t, adminConfig(t, f, dir, "workers 1", ""))
+	f.set("", 40*time.Millisecond)
+	// z3: 16×8 tiles = 8 metatiles, one at a time: ≥ 320 ms of work.
+	path := submit(t, "test:a", "json", `{"seedRequest":{"gridSetId":"EPSG:4326","zoomStart":3,"zoomStop":3}}`)
+	deadline := time.Now().Add(10 * time.Second)
+	for f.getMaps.Load() < 2 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	load(t, adminConfig(t, f, dir, "workers 2", "")) // a different config
+	recs := listing(t, "/rest/seed.json")
+	if len(recs) != 1 || recs[0][4] != 1 {
+		t.Fatalf("after reload the listing is %v, want the one running task", recs)
+	}
+	ti := waitTask(t, path)
+	if ti.State != "DONE" || ti.Processed != 128 || ti.Total != 128 {
+		t.Fatalf("task after reload %+v", ti)
+	}
+	if n := f.getMaps.Load(); n != 8 {
+		t.Fatalf("%d GetMaps for 8 metatiles: work was lost or repeated", n)
+	}
+}

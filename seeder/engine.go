@@ -36,12 +36,13 @@ type Engine struct {
 	cancel    context.CancelFunc
 	running   sync.WaitGroup
 
-	mu      sync.Mutex
-	cfg     Config
-	busy    int
-	active  []*Task // pending and running, by id
-	history []*Task // finished, oldest first
-	byID    map[int64]*Task
+	mu       sync.Mutex
+	storeDir string // the store the tasks below belong to
+	cfg      Config
+	busy     int
+	active   []*Task // pending and running, by id
+	history  []*Task // finished, oldest first
+	byID     map[int64]*Task
 }
 
 var engines = caddy.NewUsagePool()
@@ -109,9 +110,36 @@ func (e *Engine) Destruct() error {
 
 func (e *Engine) cache() (*tilecache.Handler, error) { return tilecache.Lookup(e.cacheName) }
 
+// current returns the cache, first making sure the engine's tasks belong to
+// its store. Task ids come from the store, so when a reload points the
+// cache at another directory, the tasks of the old one (whose ids the new
+// store knows nothing of) are stopped and forgotten.
+func (e *Engine) current() (*tilecache.Handler, error) {
+	c, err := e.cache()
+	if err != nil {
+		return nil, err
+	}
+	dir := c.Store().Dir()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.storeDir != dir {
+		if e.storeDir != "" {
+			e.log.Info("tile store changed: forgetting the old store's tasks",
+				zap.String("old", e.storeDir), zap.String("new", dir))
+		}
+		for _, t := range e.active {
+			t.killed.Store(true)
+			t.reason = "the cache moved to another store"
+		}
+		e.active, e.history, e.byID = nil, nil, map[int64]*Task{}
+		e.storeDir = dir
+	}
+	return c, nil
+}
+
 // Submit accepts a validated task and schedules it.
 func (e *Engine) Submit(spec Spec) (*Task, error) {
-	c, err := e.cache()
+	c, err := e.current()
 	if err != nil {
 		return nil, err
 	}
@@ -123,7 +151,7 @@ func (e *Engine) Submit(spec Spec) (*Task, error) {
 	if err != nil {
 		return nil, fmt.Errorf("allocating a task id: %w", err)
 	}
-	t := &Task{ID: int64(id), Spec: spec, created: time.Now()}
+	t := &Task{ID: int64(id), Spec: spec, created: time.Now(), storeDir: c.Store().Dir()}
 	for _, r := range spec.Ranges {
 		t.Total += r.Count()
 	}
@@ -237,6 +265,9 @@ func (e *Engine) finishLocked(t *Task) {
 		t.state = Aborted
 	} else {
 		t.state = Done
+	}
+	if t.storeDir != e.storeDir {
+		return // a task of a store the engine has since forgotten
 	}
 	e.history = append(e.history, t)
 	for len(e.history) > e.cfg.History {

@@ -11,6 +11,7 @@ import (
 // List returns the records of the pending and running tasks, by id; of one
 // layer, or of all when layer is "". Killed tasks have left the list.
 func (e *Engine) List(layer string) [][5]int64 {
+	e.current() // without a cache there is nothing to forget; the listing is then empty
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	out := make([][5]int64, 0, len(e.active))
@@ -57,6 +58,7 @@ type Summary struct {
 // ABORTED when their workers reach the next metatile boundary. It returns
 // what it terminated and the layer's tasks that had already finished.
 func (e *Engine) Kill(layer string, which Which) (killed, finished []Summary) {
+	e.current()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, t := range append([]*Task(nil), e.active...) {
@@ -100,6 +102,7 @@ func containsID(s []Summary, id int64) bool {
 
 // Info returns a task's full state, while it is active or in the history.
 func (e *Engine) Info(id int64) (Info, bool) {
+	e.current()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	t, ok := e.byID[id]

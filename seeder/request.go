@@ -44,7 +44,7 @@ var ErrUnknownLayer = errors.New("unknown layer")
 // Resolve validates a request for layer against the cache's configuration
 // and fills in the defaults of decisions.md.
 func (e *Engine) Resolve(layer string, r Request) (Spec, error) {
-	c, err := e.cache()
+	c, err := e.current()
 	if err != nil {
 		return Spec{}, err
 	}
@@ -158,7 +158,7 @@ func ranges(g *tilecache.Grid, bounds gridset.BBox, zs, ze int) []gridset.Range 
 // request: the tiles inside bounds, at every cached level of the gridset,
 // in every format and parameter set the layer has stored there.
 func (e *Engine) ResolveTruncateExtent(layer, gs string, bounds []float64) (Spec, error) {
-	c, err := e.cache()
+	c, err := e.current()
 	if err != nil {
 		return Spec{}, err
 	}

@@ -118,7 +118,8 @@ type Task struct {
 	lastErr  string
 	reason   string // why it was aborted
 
-	iter *iterator
+	iter     *iterator
+	storeDir string // the store its id came from
 }
 
 // Record is the task's [processed, total, remaining, id, status] row.
