@@ -41,7 +41,7 @@ func TestSetsOfListsEachStoredSetOnce(t *testing.T) {
 		{Layer: "L", Gridset: "G", Format: "image/png", Params: "aaaa"},
 		{Layer: "L", Gridset: "G", Format: "image/png", Params: "bbbb"},
 		{Layer: "L", Gridset: "G", Format: "image/jpeg", Params: "aaaa"},
-		{Layer: "L", Gridset: "H", Format: "image/png", Params: "aaaa"}, // other gridset
+		{Layer: "L", Gridset: "H", Format: "image/png", Params: "aaaa"},  // other gridset
 		{Layer: "L2", Gridset: "G", Format: "image/png", Params: "aaaa"}, // other layer
 	}
 	for _, set := range sets {
