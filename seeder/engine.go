@@ -37,7 +37,8 @@ type Engine struct {
 	running   sync.WaitGroup
 
 	mu       sync.Mutex
-	storeDir string // the store the tasks below belong to
+	storeDir string // the store the active tasks belong to
+	maxID    int64  // the highest task id handed out
 	cfg      Config
 	busy     int
 	active   []*Task // pending and running, by id
@@ -124,17 +125,41 @@ func (e *Engine) current() (*tilecache.Handler, error) {
 	defer e.mu.Unlock()
 	if e.storeDir != dir {
 		if e.storeDir != "" {
-			e.log.Info("tile store changed: forgetting the old store's tasks",
+			e.log.Info("tile store changed: stopping the old store's tasks",
 				zap.String("old", e.storeDir), zap.String("new", dir))
 		}
-		for _, t := range e.active {
+		for _, t := range append([]*Task(nil), e.active...) {
 			t.killed.Store(true)
 			t.reason = "the cache moved to another store"
+			e.removeActiveLocked(t)
+			if t.workers == 0 {
+				e.finishLocked(t)
+			}
 		}
-		e.active, e.history, e.byID = nil, nil, map[int64]*Task{}
 		e.storeDir = dir
 	}
 	return c, nil
+}
+
+// nextID draws the next task id from the store, skipping any the engine
+// has already handed out: after a reload onto another store directory,
+// that store's sequence starts again at 1, yet an id must never be reused.
+func (e *Engine) nextID(c *tilecache.Handler) (int64, error) {
+	for {
+		id, err := c.Store().NextID("task")
+		if err != nil {
+			return 0, err
+		}
+		e.mu.Lock()
+		fresh := int64(id) > e.maxID
+		if fresh {
+			e.maxID = int64(id)
+		}
+		e.mu.Unlock()
+		if fresh {
+			return int64(id), nil
+		}
+	}
 }
 
 // Submit accepts a validated task and schedules it.
@@ -147,11 +172,11 @@ func (e *Engine) Submit(spec Spec) (*Task, error) {
 	if !ok {
 		return nil, fmt.Errorf("unknown layer %q", spec.Layer)
 	}
-	id, err := c.Store().NextID("task")
+	id, err := e.nextID(c)
 	if err != nil {
 		return nil, fmt.Errorf("allocating a task id: %w", err)
 	}
-	t := &Task{ID: int64(id), Spec: spec, created: time.Now(), storeDir: c.Store().Dir()}
+	t := &Task{ID: id, Spec: spec, created: time.Now()}
 	for _, r := range spec.Ranges {
 		t.Total += r.Count()
 	}
@@ -159,7 +184,14 @@ func (e *Engine) Submit(spec Spec) (*Task, error) {
 		t.Spec.Threads = 1
 		t.Total *= int64(len(spec.Sets))
 	}
-	t.iter = newIterator(&t.Spec, l.MetaWidth, l.MetaHeight)
+	if spec.Type == Truncate {
+		// A truncate deletes whole levels by key range: its cost follows
+		// what is stored, not the range's area (level 21 of EPSG:4326 has
+		// 2^43 tiles). DeleteRange itself stops promptly on a kill.
+		t.iter = newIterator(&t.Spec, wholeLevel, wholeLevel)
+	} else {
+		t.iter = newIterator(&t.Spec, int64(l.MetaWidth), int64(l.MetaHeight))
+	}
 	e.mu.Lock()
 	e.active = append(e.active, t)
 	e.byID[t.ID] = t
@@ -266,9 +298,6 @@ func (e *Engine) finishLocked(t *Task) {
 	} else {
 		t.state = Done
 	}
-	if t.storeDir != e.storeDir {
-		return // a task of a store the engine has since forgotten
-	}
 	e.history = append(e.history, t)
 	for len(e.history) > e.cfg.History {
 		delete(e.byID, e.history[0].ID)
@@ -292,11 +321,14 @@ func (e *Engine) runUnit(t *Task, u unit) error {
 	if t.Spec.Type == Truncate {
 		// Deleting is local and cheap; a failure here is a store fault.
 		for _, set := range t.Spec.Sets {
-			if _, err := c.Store().DeleteRange(set, u.z, u.tiles, nil); err != nil {
+			if _, err := c.Store().DeleteRange(set, u.z, u.tiles, t.killed.Load); err != nil {
 				if err := e.failed(t, n, err); err != nil {
 					return err
 				}
 				continue
+			}
+			if t.killed.Load() {
+				return nil // stopped part-way: not counted as done
 			}
 			t.processed.Add(n)
 		}

@@ -118,8 +118,7 @@ type Task struct {
 	lastErr  string
 	reason   string // why it was aborted
 
-	iter     *iterator
-	storeDir string // the store its id came from
+	iter *iterator
 }
 
 // Record is the task's [processed, total, remaining, id, status] row.
@@ -175,11 +174,14 @@ type unit struct {
 	tiles gridset.Range
 }
 
-func newIterator(s *Spec, metaW, metaH int) *iterator {
-	return &iterator{spec: s, metaW: int64(metaW), metaH: int64(metaH)}
+func newIterator(s *Spec, metaW, metaH int64) *iterator {
+	return &iterator{spec: s, metaW: metaW, metaH: metaH}
 }
 
 func alignDown(v, step int64) int64 { return v - v%step }
+
+// wholeLevel as a metatile size makes every unit a whole level's range.
+const wholeLevel = int64(1) << 40
 
 // next returns the next metatile, rows bottom to top, columns left to right.
 func (it *iterator) next() (unit, bool) {
