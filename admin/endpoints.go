@@ -77,6 +77,12 @@ func (h *Handler) seed(w http.ResponseWriter, r *http.Request, rt route) error {
 		return plain(w, http.StatusBadRequest, err.Error())
 	}
 	spec, err := h.engine.Resolve(rt.layer, req)
+	return h.submit(w, r, spec, err)
+}
+
+// submit starts a resolved task and answers 200 with an empty body and the
+// task's own resource in Location, or the resolution's error.
+func (h *Handler) submit(w http.ResponseWriter, r *http.Request, spec seeder.Spec, err error) error {
 	if err != nil {
 		return h.specError(w, err)
 	}
@@ -105,7 +111,17 @@ func (h *Handler) specError(w http.ResponseWriter, err error) error {
 // HTML page listing them, as GeoWebCache's seed form does.
 func (h *Handler) kill(w http.ResponseWriter, r *http.Request, rt route) error {
 	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
-	if err := r.ParseForm(); err != nil {
+	parse := r.ParseForm
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt == "multipart/form-data" {
+		// curl -F kill_all=all: a form too.
+		parse = func() error { return r.ParseMultipartForm(maxBody) }
+		defer func() {
+			if r.MultipartForm != nil {
+				r.MultipartForm.RemoveAll()
+			}
+		}()
+	}
+	if err := parse(); err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			return plain(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes", maxBody))
@@ -235,16 +251,7 @@ func (h *Handler) massTruncate(w http.ResponseWriter, r *http.Request) error {
 			}
 		}
 		spec, err := h.engine.ResolveTruncateExtent(layer, strings.TrimSpace(m.GridSetID), bounds)
-		if err != nil {
-			return h.specError(w, err)
-		}
-		t, err := h.engine.Submit(spec)
-		if err != nil {
-			return h.specError(w, err)
-		}
-		w.Header().Set("Location", fmt.Sprintf("%s/rest/tasks/%d.json", baseURL(r), t.ID))
-		w.WriteHeader(http.StatusOK)
-		return nil
+		return h.submit(w, r, spec, err)
 	}
 	return plain(w, http.StatusBadRequest, fmt.Sprintf("unknown mass truncate request %q: one of %s", m.XMLName.Local, strings.Join(massTypes, ", ")))
 }

@@ -292,3 +292,22 @@ func tileResult(t *testing.T, layer, gs string, x, y int64, z int, extra ...stri
 	}
 	return a.header.Get("Geowebcache-Cache-Result")
 }
+
+// doBody is helpers_test.go's do with a request body.
+func doBody(t *testing.T, method, u, body string, hdr ...string) answer {
+	t.Helper()
+	req, err := http.NewRequest(method, u, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return answer{resp.StatusCode, resp.Header, b}
+}
