@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -257,15 +258,46 @@ func (e *Engine) work(t *Task) {
 		e.scheduleLocked()
 		e.mu.Unlock()
 	}()
-	for !t.killed.Load() && e.ctx.Err() == nil {
+	// A worker overlaps its metatiles: once the upstream has answered for
+	// one, it puts the next request on the wire while the first is decoded,
+	// sliced, encoded and stored. The upstream's render time, the real
+	// limit, then hides the local work. At most two of its metatiles are
+	// in hand at once.
+	inHand := make(chan struct{}, 2)
+	var failed atomic.Pointer[string]
+	for !t.killed.Load() && e.ctx.Err() == nil && failed.Load() == nil {
 		u, ok := t.iter.next()
 		if !ok {
-			return
+			break
 		}
-		if err := e.runUnit(t, u); err != nil {
-			e.abort(t, err.Error())
-			return
-		}
+		inHand <- struct{}{}
+		fetched := make(chan struct{})
+		var once sync.Once
+		signal := func() { once.Do(func() { close(fetched) }) }
+		e.running.Add(1)
+		go func() {
+			defer e.running.Done()
+			defer func() { <-inHand }()
+			defer signal()
+			defer func() {
+				if r := recover(); r != nil {
+					e.log.Error("seeding panicked", zap.Int64("task", t.ID), zap.Any("panic", r), zap.Stack("stack"))
+					msg := fmt.Sprintf("internal error: %v", r)
+					failed.CompareAndSwap(nil, &msg)
+				}
+			}()
+			if err := e.runUnit(t, u, signal); err != nil {
+				msg := err.Error()
+				failed.CompareAndSwap(nil, &msg)
+			}
+		}()
+		<-fetched
+	}
+	for range cap(inHand) {
+		inHand <- struct{}{} // wait for the metatiles still in hand
+	}
+	if msg := failed.Load(); msg != nil {
+		e.abort(t, *msg)
 	}
 }
 
@@ -312,7 +344,8 @@ func (e *Engine) finishLocked(t *Task) {
 var errTooManyFailures = errors.New("too many failures")
 
 // runUnit does one metatile's share of the task, retrying failures.
-func (e *Engine) runUnit(t *Task, u unit) error {
+// fetched is called once the unit no longer needs the upstream.
+func (e *Engine) runUnit(t *Task, u unit, fetched func()) error {
 	n := u.tiles.Count()
 	c, err := e.cache()
 	if err != nil {
@@ -355,7 +388,7 @@ func (e *Engine) runUnit(t *Task, u unit) error {
 	}
 	wait := t.Spec.Retry.Wait
 	for attempt := 0; ; attempt++ {
-		res, err := c.FetchMeta(e.ctx, m, tilecache.PrioritySeed)
+		res, err := c.FetchMetaNotify(e.ctx, m, tilecache.PrioritySeed, fetched)
 		if err == nil && res.StoreErr != nil {
 			err = fmt.Errorf("storing: %w", res.StoreErr)
 		}

@@ -72,8 +72,13 @@ func (r *MetaResult) Tile(idx gridset.Index) ([]byte, bool) {
 
 type flight struct {
 	done chan struct{}
-	res  *MetaResult
-	err  error
+	// fetched closes once the upstream has answered (or failed): from
+	// then on the work is local CPU, and a seeder may start its next fetch.
+	// answered says whether it answered; set before fetched closes.
+	fetched  chan struct{}
+	answered bool
+	res      *MetaResult
+	err      error
 	// prio is who the fetch waits in line for; urgent closes when a user
 	// joins a seeder's fetch, so it moves up to the users' line.
 	prio   Priority
@@ -100,12 +105,20 @@ type fetcher struct {
 // from ctx, so a visitor who gives up does not waste the work others (or
 // later visitors) need; ctx only bounds this caller's wait.
 func (f *fetcher) Fetch(ctx context.Context, m *MetaRequest, p Priority) (*MetaResult, error) {
+	return f.FetchNotify(ctx, m, p, nil)
+}
+
+// FetchNotify is Fetch that also calls fetched (if not nil) as soon as the
+// upstream has answered, before the image is decoded, sliced, encoded and
+// stored. When the upstream fails, fetched is not called: a seeder's
+// retries of that metatile then come before its next one.
+func (f *fetcher) FetchNotify(ctx context.Context, m *MetaRequest, p Priority, fetched func()) (*MetaResult, error) {
 	key := flightKey{set: m.set(), meta: m.Meta.Key()}
 	f.mu.Lock()
 	fl, ok := f.flights[key]
 	switch {
 	case !ok:
-		fl = &flight{done: make(chan struct{}), prio: p, urgent: make(chan struct{})}
+		fl = &flight{done: make(chan struct{}), fetched: make(chan struct{}), prio: p, urgent: make(chan struct{})}
 		f.flights[key] = fl
 		go f.run(key, fl, m)
 	case p == PriorityUser && fl.prio != PriorityUser:
@@ -113,6 +126,16 @@ func (f *fetcher) Fetch(ctx context.Context, m *MetaRequest, p Priority) (*MetaR
 		close(fl.urgent)
 	}
 	f.mu.Unlock()
+	if fetched != nil {
+		select {
+		case <-fl.fetched:
+			if fl.answered {
+				fetched()
+			}
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	select {
 	case <-fl.done:
 		return fl.res, fl.err
@@ -130,6 +153,7 @@ func (f *fetcher) run(key flightKey, fl *flight, m *MetaRequest) {
 		f.mu.Lock()
 		delete(f.flights, key)
 		f.mu.Unlock()
+		fl.markFetched()
 		close(fl.done)
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
@@ -148,7 +172,14 @@ func (f *fetcher) fetchAndStore(ctx context.Context, set store.Set, m *MetaReque
 	f.mu.Lock()
 	p := fl.prio
 	f.mu.Unlock()
-	img, err := f.fetchImage(ctx, m, p, fl.urgent)
+	body, contentType, err := f.fetchBody(ctx, m, p, fl.urgent)
+	fl.answered = err == nil
+	fl.markFetched()
+	var img image.Image
+	if err == nil {
+		// Decoding is CPU work: done after the upstream slot is given back.
+		img, err = imaging.Decode(contentType, body, m.Meta.Width, m.Meta.Height)
+	}
 	if err != nil {
 		m.Layer.upstreamErrors.Inc()
 		return nil, &UpstreamError{err}
@@ -206,33 +237,44 @@ func (f *fetcher) encodeAll(tiles []image.Image, out []store.Entry, m *MetaReque
 	return errors.Join(errs...)
 }
 
-func (f *fetcher) fetchImage(ctx context.Context, m *MetaRequest, p Priority, urgent <-chan struct{}) (image.Image, error) {
+// markFetched closes fetched once.
+func (fl *flight) markFetched() {
+	select {
+	case <-fl.fetched:
+	default:
+		close(fl.fetched)
+	}
+}
+
+// fetchBody makes the upstream GetMap, holding an upstream slot only while
+// the request is on the wire.
+func (f *fetcher) fetchBody(ctx context.Context, m *MetaRequest, p Priority, urgent <-chan struct{}) ([]byte, string, error) {
 	if err := f.limit.acquire(ctx, p, urgent); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	defer f.limit.release()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, f.getMapURL(m), nil)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	start := time.Now()
 	resp, err := f.client.Do(req)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody+1))
 	m.Layer.upstreamLatency.Observe(time.Since(start).Seconds())
 	if err != nil {
-		return nil, fmt.Errorf("reading GetMap answer: %w", err)
+		return nil, "", fmt.Errorf("reading GetMap answer: %w", err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GetMap answered HTTP %d", resp.StatusCode)
+		return nil, "", fmt.Errorf("GetMap answered HTTP %d", resp.StatusCode)
 	}
 	if len(body) > maxUpstreamBody {
-		return nil, errors.New("GetMap answer too large")
+		return nil, "", errors.New("GetMap answer too large")
 	}
-	return imaging.Decode(resp.Header.Get("Content-Type"), body, m.Meta.Width, m.Meta.Height)
+	return body, resp.Header.Get("Content-Type"), nil
 }
 
 // getMapURL is the upstream GetMap for a metatile. It always speaks WMS

@@ -79,6 +79,13 @@ func (h *Handler) FetchMeta(ctx context.Context, m *MetaRequest, p Priority) (*M
 	return h.fetcher.Fetch(ctx, m, p)
 }
 
+// FetchMetaNotify is FetchMeta that calls fetched as soon as the upstream
+// has answered, while decoding, slicing, encoding and storing go on: a
+// seeder uses it to put its next request on the wire meanwhile.
+func (h *Handler) FetchMetaNotify(ctx context.Context, m *MetaRequest, p Priority, fetched func()) (*MetaResult, error) {
+	return h.fetcher.FetchNotify(ctx, m, p, fetched)
+}
+
 // Set is the store's name for a layer's tiles in one gridset, format and
 // parameter set.
 func (m *MetaRequest) Set() store.Set { return m.set() }
