@@ -49,6 +49,9 @@ type Handler struct {
 	NeutralParams []string `json:"neutral_params,omitempty"`
 	// JPEGQuality for JPEG tiles, 1–100. Default 85.
 	JPEGQuality int `json:"jpeg_quality,omitempty"`
+	// Services serves the same tiles through WMTS, TMS and XYZ, and the
+	// demo page, each under its own path (services.go).
+	Services *ServicesConfig `json:"services,omitempty"`
 
 	layers  map[string]*Layer
 	grids   map[string]*gridset.Gridset
@@ -224,6 +227,11 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 32<<10); return &
 
 // ServeHTTP implements caddyhttp.MiddlewareHandler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	if h.Services != nil {
+		if handled, err := h.serveServices(w, r); handled {
+			return err
+		}
+	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		return h.pass(w, r, next, passMethod)
 	}
