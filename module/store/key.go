@@ -5,6 +5,7 @@
 //	'g' layer                                        → generation of the layer (uint64)
 //	't' layer 0x00 gen(8) gridset 0x00 format 0x00 params 0x00 z(1) x(4) y(4)  → tile
 //	'd' layer 0x00 gen(8)                            → pending reclaim of a truncated generation (empty)
+//	'k' id(8)                                        → a seeding task's record (the seeder's own encoding)
 //
 // Everything a truncation names is a key prefix or a key range:
 //   - a whole layer: 't' layer 0x00 (all generations), or made invisible
@@ -43,6 +44,7 @@ const (
 	tagTile       = 't'
 	tagMeta       = 'm'
 	tagDrop       = 'd'
+	tagTask       = 'k'
 )
 
 // ErrBadName is returned for names that would break the key layout.

@@ -70,3 +70,31 @@ func TestSetsOfListsEachStoredSetOnce(t *testing.T) {
 		t.Fatalf("after truncate: %v", got)
 	}
 }
+
+func TestTaskRecordsRoundTripAndSurviveReopen(t *testing.T) {
+	dir := t.TempDir()
+	s := openT(t, dir)
+	for _, id := range []int64{3, 1, 300} {
+		if err := s.PutTask(id, []byte{byte(id)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.PutTask(3, []byte("three")); err != nil { // replaces
+		t.Fatal(err)
+	}
+	if err := s.DeleteTask(1); err != nil {
+		t.Fatal(err)
+	}
+	release(t, s)
+	s = openT(t, dir)
+	var ids []int64
+	var vals []string
+	err := s.Tasks(func(id int64, rec []byte) error {
+		ids = append(ids, id)
+		vals = append(vals, string(rec))
+		return nil
+	})
+	if err != nil || !slices.Equal(ids, []int64{3, 300}) || vals[0] != "three" || vals[1] != string([]byte{44}) {
+		t.Fatalf("records %v %q %v", ids, vals, err)
+	}
+}
