@@ -64,6 +64,10 @@ func (a *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			var n int64
 			n, err = strconv.ParseInt(val, 10, 64)
 			a.MaxFailures = &n
+		case "checkpoint_interval":
+			var dur time.Duration
+			dur, err = caddy.ParseDuration(val)
+			a.CheckpointInterval = caddy.Duration(dur)
 		case "retry_wait":
 			var dur time.Duration
 			dur, err = caddy.ParseDuration(val)

@@ -42,6 +42,9 @@ type Handler struct {
 	MaxFailures *int64         `json:"max_failures,omitempty"`
 	// History is how many finished tasks stay reachable. Default 100.
 	History int `json:"history,omitempty"`
+	// CheckpointInterval is how often running tasks' progress is saved in
+	// the store, to resume from after a restart or crash. Default 2s.
+	CheckpointInterval caddy.Duration `json:"checkpoint_interval,omitempty"`
 
 	engine *seeder.Engine
 	log    *zap.Logger
@@ -78,7 +81,8 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if h.MaxFailures != nil {
 		retry.MaxFailures = *h.MaxFailures
 	}
-	e, err := seeder.Acquire(h.Cache, seeder.Config{Workers: h.Workers, Retry: retry, History: h.History},
+	e, err := seeder.Acquire(h.Cache, seeder.Config{Workers: h.Workers, Retry: retry, History: h.History,
+		CheckpointInterval: time.Duration(h.CheckpointInterval)},
 		caddy.Log().Named("tile_cache.seeder").With(zap.String("cache", h.Cache)))
 	if err != nil {
 		return err

@@ -25,6 +25,8 @@ type Config struct {
 	Retry RetryPolicy
 	// History is how many finished tasks stay reachable.
 	History int
+	// CheckpointInterval is how often running tasks' progress is saved.
+	CheckpointInterval time.Duration
 }
 
 // Engine runs the tasks of one tile_cache. It outlives config reloads (it is
@@ -35,11 +37,13 @@ type Engine struct {
 	log       *zap.Logger
 	ctx       context.Context
 	cancel    context.CancelFunc
-	running   sync.WaitGroup
+	running   sync.WaitGroup // workers and their units
+	loops     sync.WaitGroup // the checkpoint loop
 
 	mu       sync.Mutex
-	storeDir string // the store the active tasks belong to
-	maxID    int64  // the highest task id handed out
+	storeDir string        // the store the active tasks belong to
+	st       *store.Badger // our own use of it, so it outlives the cache's for a last checkpoint
+	maxID    int64         // the highest task id handed out
 	cfg      Config
 	busy     int
 	active   []*Task // pending and running, by id
@@ -54,7 +58,17 @@ var engines = caddy.NewUsagePool()
 func Acquire(cacheName string, cfg Config, log *zap.Logger) (*Engine, error) {
 	v, _, err := engines.LoadOrNew(cacheName, func() (caddy.Destructor, error) {
 		ctx, cancel := context.WithCancel(context.Background())
-		return &Engine{cacheName: cacheName, log: log, ctx: ctx, cancel: cancel, byID: map[int64]*Task{}}, nil
+		e := &Engine{cacheName: cacheName, log: log, ctx: ctx, cancel: cancel, byID: map[int64]*Task{}}
+		every := cfg.CheckpointInterval
+		if every <= 0 {
+			every = 2 * time.Second
+		}
+		e.loops.Add(1)
+		go func() {
+			defer e.loops.Done()
+			e.checkpointLoop(every)
+		}()
+		return e, nil
 	})
 	if err != nil {
 		return nil, err
@@ -98,15 +112,21 @@ func (e *Engine) DefaultRetry() RetryPolicy {
 	return e.cfg.Retry
 }
 
-// Destruct stops the workers at their next metatile boundary and waits for them.
+// Destruct stops the workers at their next metatile boundary, waits for
+// them and saves every unfinished task's checkpoint: the tasks are not
+// aborted, they resume when a cache on the same store starts again.
 func (e *Engine) Destruct() error {
-	e.mu.Lock()
-	for _, t := range e.active {
-		t.killed.Store(true)
-	}
-	e.mu.Unlock()
 	e.cancel()
 	e.running.Wait()
+	e.loops.Wait()
+	e.mu.Lock()
+	active := append([]*Task(nil), e.active...)
+	st := e.st
+	e.mu.Unlock()
+	e.persist(active...)
+	if st != nil {
+		return st.Release()
+	}
 	return nil
 }
 
@@ -129,15 +149,22 @@ func (e *Engine) current() (*tilecache.Handler, error) {
 			e.log.Info("tile store changed: stopping the old store's tasks",
 				zap.String("old", e.storeDir), zap.String("new", dir))
 		}
-		for _, t := range append([]*Task(nil), e.active...) {
-			t.killed.Store(true)
-			t.reason = "the cache moved to another store"
-			e.removeActiveLocked(t)
-			if t.workers == 0 {
-				e.finishLocked(t)
-			}
+		// The old store's tasks stop (their checkpoints stay in the old
+		// store, where they resume if the cache ever returns to it).
+		for _, t := range e.active {
+			t.stopped.Store(true)
 		}
+		e.active, e.history, e.byID = nil, nil, map[int64]*Task{}
 		e.storeDir = dir
+		if e.st != nil {
+			e.st.Release()
+		}
+		if e.st, err = store.Open(dir, store.Options{}); err != nil {
+			e.storeDir = ""
+			return nil, err
+		}
+		e.loadLocked(c)
+		e.scheduleLocked()
 	}
 	return c, nil
 }
@@ -177,7 +204,7 @@ func (e *Engine) Submit(spec Spec) (*Task, error) {
 	if err != nil {
 		return nil, fmt.Errorf("allocating a task id: %w", err)
 	}
-	t := &Task{ID: id, Spec: spec, created: time.Now()}
+	t := &Task{ID: id, Spec: spec, created: time.Now(), storeDir: c.Store().Dir()}
 	for _, r := range spec.Ranges {
 		t.Total += r.Count()
 	}
@@ -196,6 +223,9 @@ func (e *Engine) Submit(spec Spec) (*Task, error) {
 	e.mu.Lock()
 	e.active = append(e.active, t)
 	e.byID[t.ID] = t
+	e.mu.Unlock()
+	e.persist(t) // saved before it can start: a crash now loses no accepted task
+	e.mu.Lock()
 	e.scheduleLocked()
 	e.mu.Unlock()
 	e.log.Info("task submitted", zap.Int64("id", t.ID), zap.String("layer", spec.Layer),
@@ -252,7 +282,7 @@ func (e *Engine) work(t *Task) {
 		e.mu.Lock()
 		t.workers--
 		e.busy--
-		if t.workers == 0 && (t.killed.Load() || t.iter.done()) {
+		if t.workers == 0 && !t.stopped.Load() && (t.killed.Load() || t.iter.done()) {
 			e.finishLocked(t)
 		}
 		e.scheduleLocked()
@@ -265,7 +295,7 @@ func (e *Engine) work(t *Task) {
 	// in hand at once.
 	inHand := make(chan struct{}, 2)
 	var failed atomic.Pointer[string]
-	for !t.killed.Load() && e.ctx.Err() == nil && failed.Load() == nil {
+	for !t.killed.Load() && !t.stopped.Load() && e.ctx.Err() == nil && failed.Load() == nil {
 		u, ok := t.iter.next()
 		if !ok {
 			break
@@ -286,7 +316,11 @@ func (e *Engine) work(t *Task) {
 					failed.CompareAndSwap(nil, &msg)
 				}
 			}()
-			if err := e.runUnit(t, u, signal); err != nil {
+			o, err := e.runUnit(t, u, signal)
+			if !o.stopped {
+				t.cp.finish(u.seq, o)
+			}
+			if err != nil {
 				msg := err.Error()
 				failed.CompareAndSwap(nil, &msg)
 			}
@@ -331,60 +365,87 @@ func (e *Engine) finishLocked(t *Task) {
 		t.state = Done
 	}
 	e.history = append(e.history, t)
+	var evicted []int64
 	for len(e.history) > e.cfg.History {
+		evicted = append(evicted, e.history[0].ID)
 		delete(e.byID, e.history[0].ID)
 		e.history = e.history[1:]
 	}
+	go e.saveFinal(t, evicted) // outside e.mu: it writes to disk
 	e.log.Info("task finished", zap.Int64("id", t.ID), zap.Stringer("state", t.state),
 		zap.Int64("processed", t.processed.Load()), zap.Int64("total", t.Total),
 		zap.Int64("failed_tiles", t.failedTiles.Load()))
 }
 
+// saveFinal stores a finished task's final state and forgets the records
+// that fell out of the history.
+func (e *Engine) saveFinal(t *Task, evicted []int64) {
+	e.persist(t)
+	e.mu.Lock()
+	st := e.st
+	e.mu.Unlock()
+	for _, id := range evicted {
+		st.DeleteTask(id)
+	}
+}
+
 // errTooManyFailures ends a task whose failures passed its limit.
 var errTooManyFailures = errors.New("too many failures")
 
+// outcome is what became of a unit: its tiles processed, its tiles failed,
+// or nothing (the task or the engine stopped first; it is not done).
+type outcome struct {
+	processed, failed int64
+	stopped           bool
+}
+
+var stopped = outcome{stopped: true}
+
 // runUnit does one metatile's share of the task, retrying failures.
 // fetched is called once the unit no longer needs the upstream.
-func (e *Engine) runUnit(t *Task, u unit, fetched func()) error {
+func (e *Engine) runUnit(t *Task, u unit, fetched func()) (outcome, error) {
 	n := u.tiles.Count()
 	c, err := e.cache()
 	if err != nil {
-		return err
+		return stopped, err
 	}
 	if t.Spec.Type == Truncate {
 		// Deleting is local and cheap; a failure here is a store fault.
+		var o outcome
 		for _, set := range t.Spec.Sets {
 			if _, err := c.Store().DeleteRange(set, u.z, u.tiles, t.killed.Load); err != nil {
+				o.failed += n
 				if err := e.failed(t, n, err); err != nil {
-					return err
+					return o, err
 				}
 				continue
 			}
-			if t.killed.Load() {
-				return nil // stopped part-way: not counted as done
+			if t.killed.Load() || e.ctx.Err() != nil {
+				return stopped, nil // stopped part-way: not counted as done
 			}
 			t.processed.Add(n)
+			o.processed += n
 		}
-		return nil
+		return o, nil
 	}
 	l, ok := c.Layer(t.Spec.Layer)
 	if !ok {
-		return fmt.Errorf("layer %q is no longer configured", t.Spec.Layer)
+		return stopped, fmt.Errorf("layer %q is no longer configured", t.Spec.Layer)
 	}
 	g, ok1 := l.Grid(t.Spec.Gridset)
 	f, ok2 := l.Format(t.Spec.Format)
 	if !ok1 || !ok2 {
-		return fmt.Errorf("layer %q no longer has gridset %s and format %s", l.Name, t.Spec.Gridset, t.Spec.Format)
+		return stopped, fmt.Errorf("layer %q no longer has gridset %s and format %s", l.Name, t.Spec.Gridset, t.Spec.Format)
 	}
 	set := store.Set{Layer: l.Name, Gridset: g.Name, Format: f.Name, Params: t.Spec.Params.Hash()}
 	first := gridset.Index{X: u.tiles.MinX, Y: u.tiles.MinY, Z: u.z}
 	if t.Spec.Type == Seed && e.allFresh(c, l, set, u) {
 		t.processed.Add(n)
-		return nil
+		return outcome{processed: n}, nil
 	}
 	m, err := l.NewMetaRequest(g, f, t.Spec.Params, first)
 	if err != nil {
-		return err
+		return stopped, err
 	}
 	wait := t.Spec.Retry.Wait
 	for attempt := 0; ; attempt++ {
@@ -394,10 +455,10 @@ func (e *Engine) runUnit(t *Task, u unit, fetched func()) error {
 		}
 		if err == nil {
 			t.processed.Add(n)
-			return nil
+			return outcome{processed: n}, nil
 		}
 		if e.ctx.Err() != nil || t.killed.Load() {
-			return nil // stopping: the metatile is simply not done
+			return stopped, nil // stopping: the metatile is simply not done
 		}
 		total := t.failures.Add(1)
 		e.mu.Lock()
@@ -405,16 +466,16 @@ func (e *Engine) runUnit(t *Task, u unit, fetched func()) error {
 		e.mu.Unlock()
 		if total > t.Spec.Retry.MaxFailures {
 			t.failedTiles.Add(n)
-			return fmt.Errorf("%w: %d failed attempts, last: %v", errTooManyFailures, total, err)
+			return outcome{failed: n}, fmt.Errorf("%w: %d failed attempts, last: %v", errTooManyFailures, total, err)
 		}
 		if attempt >= t.Spec.Retry.Retries {
 			t.failedTiles.Add(n)
 			e.log.Warn("metatile failed", zap.Int64("task", t.ID), zap.Int("z", u.z),
 				zap.Int64("x", u.tiles.MinX), zap.Int64("y", u.tiles.MinY), zap.Error(err))
-			return nil
+			return outcome{failed: n}, nil
 		}
 		if !e.sleep(t, wait) {
-			return nil
+			return stopped, nil
 		}
 		wait = min(wait*2, time.Minute)
 	}

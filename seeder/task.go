@@ -108,6 +108,8 @@ type Task struct {
 	failedTiles atomic.Int64
 	failures    atomic.Int64
 	killed      atomic.Bool
+	stopped     atomic.Bool // its store is no longer the cache's: stop, unfinished
+	storeDir    string      // the store it belongs to
 
 	// Guarded by the engine's mutex.
 	state    State
@@ -119,6 +121,7 @@ type Task struct {
 	reason   string // why it was aborted
 
 	iter *iterator
+	cp   checkpoint
 }
 
 // Record is the task's [processed, total, remaining, id, status] row.
@@ -165,11 +168,13 @@ type iterator struct {
 	x, y      int64
 	started   bool
 	exhausted bool
+	handed    int64 // units handed out so far
 }
 
 // unit is one metatile's share of a task: the tiles of the task's range
 // inside one metatile.
 type unit struct {
+	seq   int64 // position in the task's order of units
 	z     int
 	tiles gridset.Range
 }
@@ -207,7 +212,8 @@ func (it *iterator) next() (unit, bool) {
 			continue
 		}
 		cell := gridset.Range{MinX: it.x, MinY: it.y, MaxX: it.x + it.metaW - 1, MaxY: it.y + it.metaH - 1}
-		u := unit{z: it.spec.ZoomStart + it.z, tiles: cell.Intersect(r)}
+		u := unit{seq: it.handed, z: it.spec.ZoomStart + it.z, tiles: cell.Intersect(r)}
+		it.handed++
 		it.x += it.metaW
 		if it.x > r.MaxX {
 			it.x = alignDown(r.MinX, it.metaW)

@@ -1,0 +1,242 @@
+package seeder
+
+import (
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/tilecache/caddy-tilecache/module/gridset"
+	"github.com/tilecache/caddy-tilecache/module/store"
+	"github.com/tilecache/caddy-tilecache/module/tilecache"
+)
+
+// checkpoint is how far a task has certainly got. Its workers finish
+// units out of order, so the checkpoint is the first unit not yet
+// finished: every unit before it is done, and after a restart the task
+// goes on from there. Units after it that were also done are done again:
+// at most the units in hand, plus those finished since the last write.
+type checkpoint struct {
+	mu        sync.Mutex
+	next      int64             // units before this one are all finished
+	processed int64             // tiles processed in units before next
+	failed    int64             // tiles failed in units before next
+	ahead     map[int64]outcome // finished units at or after next
+}
+
+func (c *checkpoint) finish(seq int64, o outcome) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ahead == nil {
+		c.ahead = map[int64]outcome{}
+	}
+	c.ahead[seq] = o
+	for {
+		o, ok := c.ahead[c.next]
+		if !ok {
+			return
+		}
+		delete(c.ahead, c.next)
+		c.next++
+		c.processed += o.processed
+		c.failed += o.failed
+	}
+}
+
+func (c *checkpoint) snapshot() (next, processed, failed int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.next, c.processed, c.failed
+}
+
+// record is a task as stored in Badger.
+type record struct {
+	Layer     string
+	Gridset   string
+	Format    string
+	Params    [][2]string
+	Type      Type
+	ZoomStart int
+	ZoomStop  int
+	Ranges    []gridset.Range
+	Bounds    gridset.BBox
+	Threads   int
+	Retry     RetryPolicy
+	Sets      []store.Set `json:",omitempty"`
+
+	Total       int64
+	State       State
+	Processed   int64 // at the checkpoint, or final
+	FailedTiles int64 // at the checkpoint, or final
+	Failures    int64
+	Checkpoint  int64 // units finished in order
+	Created     time.Time
+	Started     time.Time `json:",omitempty"`
+	Finished    time.Time `json:",omitempty"`
+	LastError   string    `json:",omitempty"`
+	Reason      string    `json:",omitempty"`
+}
+
+// recordLocked captures t for storage; e.mu is held.
+func (t *Task) recordLocked() record {
+	r := record{
+		Layer: t.Spec.Layer, Gridset: t.Spec.Gridset, Format: t.Spec.Format, Params: t.Spec.Params.Pairs(),
+		Type: t.Spec.Type, ZoomStart: t.Spec.ZoomStart, ZoomStop: t.Spec.ZoomStop, Ranges: t.Spec.Ranges,
+		Bounds: t.Spec.Bounds, Threads: t.Spec.Threads, Retry: t.Spec.Retry, Sets: t.Spec.Sets,
+		Total: t.Total, State: t.state, Failures: t.failures.Load(),
+		Created: t.created, Started: t.started, Finished: t.finished, LastError: t.lastErr, Reason: t.reason,
+	}
+	if t.state == Done || t.state == Aborted {
+		r.Processed, r.FailedTiles = t.processed.Load(), t.failedTiles.Load()
+	} else {
+		r.Checkpoint, r.Processed, r.FailedTiles = t.cp.snapshot()
+	}
+	return r
+}
+
+// persist writes the records of the given tasks to the cache's store.
+func (e *Engine) persist(tasks ...*Task) {
+	if len(tasks) == 0 {
+		return
+	}
+	e.mu.Lock()
+	st := e.st
+	e.mu.Unlock()
+	if st == nil {
+		return
+	}
+	dir := st.Dir()
+	e.mu.Lock()
+	recs := make([]record, len(tasks))
+	for i, t := range tasks {
+		recs[i] = t.recordLocked()
+	}
+	e.mu.Unlock()
+	for i, t := range tasks {
+		if t.storeDir != dir {
+			continue // the cache has moved on; this task belongs to the old store
+		}
+		b, err := json.Marshal(recs[i])
+		if err == nil {
+			err = st.PutTask(t.ID, b)
+		}
+		if err != nil {
+			e.log.Warn("saving a task's checkpoint failed", zap.Int64("task", t.ID), zap.Error(err))
+		}
+	}
+}
+
+// checkpointLoop writes the active tasks' checkpoints at a steady pace, so
+// that a crash repeats at most that much work.
+func (e *Engine) checkpointLoop(every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.ctx.Done():
+			return
+		case <-t.C:
+			// Binding to the cache's store is also what brings back the
+			// tasks saved there: after a restart they resume without
+			// waiting for a REST request.
+			e.current()
+			e.mu.Lock()
+			active := append([]*Task(nil), e.active...)
+			e.mu.Unlock()
+			e.persist(active...)
+		}
+	}
+}
+
+// loadLocked brings back the tasks saved in the cache's store: finished
+// ones into the history, the others pending again, resuming from their
+// checkpoints. e.mu is held.
+func (e *Engine) loadLocked(c *tilecache.Handler) {
+	st := e.st
+	var finished []*Task
+	var stale []int64
+	err := st.Tasks(func(id int64, b []byte) error {
+		e.maxID = max(e.maxID, id)
+		var r record
+		if err := json.Unmarshal(b, &r); err != nil {
+			e.log.Warn("unreadable task record dropped", zap.Int64("task", id), zap.Error(err))
+			stale = append(stale, id)
+			return nil
+		}
+		t, err := restore(c, id, r)
+		if err != nil {
+			e.log.Warn("task cannot resume", zap.Int64("task", id), zap.Error(err))
+			t.state, t.reason, t.finished = Aborted, err.Error(), time.Now()
+		}
+		if t.state == Done || t.state == Aborted {
+			finished = append(finished, t)
+			return nil
+		}
+		t.state = Pending // resumed tasks queue again in id order
+		e.active = append(e.active, t)
+		e.byID[t.ID] = t
+		e.log.Info("task resumed from its checkpoint", zap.Int64("id", t.ID), zap.String("layer", t.Spec.Layer),
+			zap.Int64("processed", t.processed.Load()), zap.Int64("total", t.Total))
+		return nil
+	})
+	if err != nil {
+		e.log.Error("reading saved tasks failed", zap.Error(err))
+	}
+	if extra := len(finished) - e.cfg.History; extra > 0 {
+		for _, t := range finished[:extra] {
+			stale = append(stale, t.ID)
+		}
+		finished = finished[extra:]
+	}
+	for _, t := range finished {
+		e.history = append(e.history, t)
+		e.byID[t.ID] = t
+	}
+	for _, id := range stale {
+		st.DeleteTask(id)
+	}
+}
+
+// restore rebuilds a task from its record, against the layer's current
+// configuration (parameter values are normalised again).
+func restore(c *tilecache.Handler, id int64, r record) (*Task, error) {
+	t := &Task{
+		ID: id, Total: r.Total, state: r.State, created: r.Created, started: r.Started, storeDir: c.Store().Dir(),
+		finished: r.Finished, lastErr: r.LastError, reason: r.Reason,
+		Spec: Spec{
+			Layer: r.Layer, Gridset: r.Gridset, Format: r.Format, Type: r.Type,
+			ZoomStart: r.ZoomStart, ZoomStop: r.ZoomStop, Ranges: r.Ranges, Bounds: r.Bounds,
+			Threads: r.Threads, Retry: r.Retry, Sets: r.Sets,
+		},
+	}
+	t.processed.Store(r.Processed)
+	t.failedTiles.Store(r.FailedTiles)
+	t.failures.Store(r.Failures)
+	t.cp = checkpoint{next: r.Checkpoint, processed: r.Processed, failed: r.FailedTiles}
+	l, ok := c.Layer(r.Layer)
+	if !ok {
+		return t, fmt.Errorf("layer %q is no longer configured", r.Layer)
+	}
+	raw := make(map[string]string, len(r.Params))
+	for _, kv := range r.Params {
+		raw[kv[0]] = kv[1]
+	}
+	p, err := l.Params.Normalize(raw)
+	if err != nil {
+		return t, fmt.Errorf("parameters no longer accepted: %v", err)
+	}
+	t.Spec.Params = p
+	if t.Spec.Type == Truncate {
+		t.iter = newIterator(&t.Spec, wholeLevel, wholeLevel)
+	} else {
+		t.iter = newIterator(&t.Spec, int64(l.MetaWidth), int64(l.MetaHeight))
+	}
+	for range r.Checkpoint { // skip what is certainly done
+		if _, ok := t.iter.next(); !ok {
+			break
+		}
+	}
+	return t, nil
+}
