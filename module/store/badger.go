@@ -213,6 +213,10 @@ func (s *Badger) Generation(layer string) uint64 {
 
 // Get implements Store.
 func (s *Badger) Get(k *Key, dst []byte) (Tile, error) {
+	// Badger's own calls on a closed database may block for ever.
+	if s.closed.Load() {
+		return Tile{}, ErrClosed
+	}
 	var kb [128]byte
 	key := tileKey(kb[:0], k, s.Generation(k.Layer))
 	var t Tile
@@ -239,6 +243,9 @@ func (s *Badger) Put(entries []Entry, at time.Time) error {
 	if len(entries) == 0 {
 		return nil
 	}
+	if s.closed.Load() {
+		return ErrClosed
+	}
 	s.mu.RLock() // no generation change between reading it and committing
 	defer s.mu.RUnlock()
 	gen := s.Generation(entries[0].Key.Layer)
@@ -258,6 +265,9 @@ func (s *Badger) Put(entries []Entry, at time.Time) error {
 
 // Has implements Store.
 func (s *Badger) Has(keys []Key, notBefore time.Time) ([]bool, error) {
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
 	out := make([]bool, len(keys))
 	err := s.db.View(func(txn *badger.Txn) error {
 		var kb [128]byte

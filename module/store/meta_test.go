@@ -98,3 +98,25 @@ func TestTaskRecordsRoundTripAndSurviveReopen(t *testing.T) {
 		t.Fatalf("records %v %q %v", ids, vals, err)
 	}
 }
+
+// A closed store answers ErrClosed at once; Badger's own calls on a closed
+// database may block for ever, which would hang requests.
+func TestClosedStoreFailsFast(t *testing.T) {
+	s := openT(t, t.TempDir())
+	if err := s.Destruct(); err != nil {
+		t.Fatal(err)
+	}
+	k := Key{Set: Set{Layer: "L", Gridset: "G", Format: "F", Params: "P"}}
+	if _, err := s.Get(&k, nil); err != ErrClosed {
+		t.Errorf("Get: %v", err)
+	}
+	if err := s.Put([]Entry{{Key: k, Data: []byte("x")}}, time.Now()); err != ErrClosed {
+		t.Errorf("Put: %v", err)
+	}
+	if _, err := s.Has([]Key{k}, time.Time{}); err != ErrClosed {
+		t.Errorf("Has: %v", err)
+	}
+	if _, err := s.NextID("task"); err != ErrClosed {
+		t.Errorf("NextID: %v", err)
+	}
+}
