@@ -33,6 +33,8 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		upstream_concurrency <n>
 //		storage <dir>
 //		jpeg_quality <1-100>
+//		breaker <failures> [<cooldown>] | breaker off
+//		max_param_length <bytes>
 //		neutral_params <name>...
 //		gridset <name> {
 //			srs <EPSG:code>
@@ -62,6 +64,12 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //				regex <pattern>
 //				ignore_case
 //			}
+//		}
+//		services {
+//			wmts <path-prefix>
+//			tms <path-prefix>
+//			xyz <path-prefix>
+//			demo <path-prefix>
 //		}
 //	}
 func (t *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
@@ -116,6 +124,18 @@ func (t *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return err
 			}
 			t.Layers = append(t.Layers, l)
+		case "breaker":
+			if err := parseBreaker(d, t); err != nil {
+				return err
+			}
+		case "max_param_length":
+			if err := intArgs(d, &t.MaxParamLength); err != nil {
+				return err
+			}
+		case "services":
+			if err := parseServices(d, t); err != nil {
+				return err
+			}
 		default:
 			return d.Errf("unknown tile_cache option %q", d.Val())
 		}
@@ -282,6 +302,64 @@ func parseLayer(d *caddyfile.Dispenser) (LayerConfig, error) {
 		}
 	}
 	return l, nil
+}
+
+// parseBreaker reads "breaker <failures> [<cooldown>]" or "breaker off"
+// (the same as 0 failures).
+func parseBreaker(d *caddyfile.Dispenser, t *Handler) error {
+	args := d.RemainingArgs()
+	if len(args) < 1 || len(args) > 2 || args[0] == "off" && len(args) != 1 {
+		return d.ArgErr()
+	}
+	n := 0
+	if args[0] != "off" {
+		var err error
+		if n, err = strconv.Atoi(args[0]); err != nil || n < 0 {
+			return d.Errf("breaker: %q is not a number of failures (or off)", args[0])
+		}
+	}
+	t.BreakerFailures = &n
+	if len(args) == 2 {
+		v, err := caddy.ParseDuration(args[1])
+		if err != nil || v <= 0 {
+			return d.Errf("breaker: %q is not a cooldown duration", args[1])
+		}
+		t.BreakerCooldown = caddy.Duration(v)
+	}
+	return nil
+}
+
+// parseServices reads the services block: one "<service> <prefix>" per line.
+func parseServices(d *caddyfile.Dispenser, t *Handler) error {
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	if t.Services == nil {
+		t.Services = &ServicesConfig{}
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		var dst *string
+		switch name := d.Val(); name {
+		case "wmts":
+			dst = &t.Services.WMTS
+		case "tms":
+			dst = &t.Services.TMS
+		case "xyz":
+			dst = &t.Services.XYZ
+		case "demo":
+			dst = &t.Services.Demo
+		default:
+			return d.Errf("unknown services option %q (wmts, tms, xyz, demo)", name)
+		}
+		name := d.Val()
+		if err := oneArg(d, dst); err != nil {
+			return err
+		}
+		if _, err := normalizePrefix(name, *dst); err != nil || *dst == "" {
+			return d.Errf("services %s: the prefix must be a path such as /%s, not %q", name, name, *dst)
+		}
+	}
+	return nil
 }
 
 func oneArg(d *caddyfile.Dispenser, dst *string) error {

@@ -1,0 +1,301 @@
+package tilecache
+
+import (
+	"fmt"
+	"math"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/tilecache/caddy-tilecache/module/gridset"
+	"github.com/tilecache/caddy-tilecache/module/ogc"
+)
+
+// WMTS 1.0.0. Tile matrix sets are the gridsets (identifier = gridset
+// name), tile matrices their levels (identifier = GeoWebCache's level name,
+// "EPSG:4326:3"), rows count from the top: row = TilesHigh-1-y.
+//
+//	KVP:  <wmts>?SERVICE=WMTS&REQUEST=GetCapabilities
+//	      <wmts>?SERVICE=WMTS&REQUEST=GetTile&LAYER=&STYLE=&TILEMATRIXSET=&TILEMATRIX=&TILEROW=&TILECOL=&FORMAT=
+//	REST: <wmts>/1.0.0/WMTSCapabilities.xml
+//	      <wmts>/1.0.0/<layer>/<style>/<TileMatrixSet>/<TileMatrix>/<TileRow>/<TileCol>.<ext>
+//
+// Other parameter filters than STYLES are query parameters on either form.
+
+const wmtsCapabilitiesPath = "1.0.0/WMTSCapabilities.xml"
+
+// the KVP parameters of WMTS requests (the rest are parameter filters)
+var wmtsKeys = []string{"SERVICE", "REQUEST", "VERSION", "LAYER", "STYLE", "TILEMATRIXSET", "TILEMATRIX",
+	"TILEROW", "TILECOL", "FORMAT", "ACCEPTVERSIONS", "SECTIONS", "UPDATESEQUENCE", "ACCEPTFORMATS", "ACCEPTLANGUAGES"}
+
+// wmtsTile is a GetTile's tile coordinates as sent, before any checking.
+type wmtsTile struct {
+	layer, style      string
+	matrixSet, matrix string
+	row, col          string
+	// format is KVP's FORMAT (a MIME type), ext REST's file extension.
+	format, ext string
+	extra       []param // the other query parameters: parameter filters
+}
+
+func (h *Handler) serveWMTS(w http.ResponseWriter, r *http.Request, segs []string) error {
+	if !methodAllowed(w, r) {
+		return nil
+	}
+	tr, caps, e := h.routeWMTS(r, segs)
+	switch {
+	case e != nil:
+		return writeXML(w, r, e.status, ogc.NewExceptionReport(e.code, e.locator, e.msg))
+	case caps:
+		return writeXML(w, r, http.StatusOK, h.Services.svc.wmtsCapabilities(serviceURL(r, h.Services.svc.wmts)))
+	}
+	return h.serveTile(w, r, &tr)
+}
+
+// routeWMTS decides what a WMTS request is: a tile, the capabilities
+// (caps), or an error.
+func (h *Handler) routeWMTS(r *http.Request, segs []string) (tr tileRequest, caps bool, e *svcError) {
+	switch {
+	case len(segs) == 0 || len(segs) == 1 && segs[0] == "":
+		return h.routeWMTSKVP(r.URL.RawQuery)
+	case len(segs) >= 1 && segs[0] == "1.0.0" && strings.Join(segs, "/") == wmtsCapabilitiesPath:
+		return tr, true, nil
+	case len(segs) == 7 && segs[0] == "1.0.0":
+		col, ext, ok := splitExt(segs[6])
+		if !ok {
+			return tr, false, errorf(http.StatusNotFound, ogc.CodeNoApplicableCode, "",
+				"no such WMTS resource: a tile is <layer>/<style>/<TileMatrixSet>/<TileMatrix>/<TileRow>/<TileCol>.<ext>")
+		}
+		q, e := h.parseQuery(r.URL.RawQuery)
+		if e != nil {
+			return tr, false, e
+		}
+		tr, e = h.wmtsTile(&wmtsTile{layer: segs[1], style: segs[2], matrixSet: segs[3], matrix: segs[4],
+			row: segs[5], col: col, ext: ext, extra: q})
+		return tr, false, e
+	}
+	return tr, false, errorf(http.StatusNotFound, ogc.CodeNoApplicableCode, "",
+		"no such WMTS resource: use ?SERVICE=WMTS&REQUEST=GetCapabilities or %s", wmtsCapabilitiesPath)
+}
+
+func (h *Handler) routeWMTSKVP(raw string) (tr tileRequest, caps bool, e *svcError) {
+	q, e := h.parseQuery(raw)
+	if e != nil {
+		return tr, false, e
+	}
+	kv := map[string]string{}
+	var extra []param
+	for _, p := range q {
+		key := strings.ToUpper(p.key)
+		if slices.Contains(wmtsKeys, key) {
+			kv[key] = p.value
+		} else {
+			extra = append(extra, p)
+		}
+	}
+	if s, ok := kv["SERVICE"]; ok && !strings.EqualFold(s, "WMTS") {
+		return tr, false, errorf(http.StatusBadRequest, ogc.CodeInvalidParameterValue, "Service", "SERVICE must be WMTS, not %q", s)
+	}
+	req := kv["REQUEST"]
+	switch {
+	case req == "":
+		return tr, false, errorf(http.StatusBadRequest, ogc.CodeMissingParameterValue, "Request", "REQUEST is missing (GetCapabilities or GetTile)")
+	case strings.EqualFold(req, "GetCapabilities"):
+		return tr, true, nil
+	case !strings.EqualFold(req, "GetTile"):
+		return tr, false, errorf(http.StatusNotImplemented, ogc.CodeOperationNotSupported, "Request",
+			"request %q is not supported: GetCapabilities or GetTile", req)
+	}
+	if v, ok := kv["VERSION"]; ok && v != "1.0.0" {
+		return tr, false, errorf(http.StatusBadRequest, ogc.CodeInvalidParameterValue, "Version", "VERSION must be 1.0.0, not %q", v)
+	}
+	for _, k := range []struct{ key, locator string }{
+		{"LAYER", "Layer"}, {"TILEMATRIXSET", "TileMatrixSet"}, {"TILEMATRIX", "TileMatrix"},
+		{"TILEROW", "TileRow"}, {"TILECOL", "TileCol"}, {"FORMAT", "Format"},
+	} {
+		if kv[k.key] == "" {
+			return tr, false, errorf(http.StatusBadRequest, ogc.CodeMissingParameterValue, k.locator, "%s is missing", k.key)
+		}
+	}
+	tr, e = h.wmtsTile(&wmtsTile{layer: kv["LAYER"], style: kv["STYLE"], matrixSet: kv["TILEMATRIXSET"],
+		matrix: kv["TILEMATRIX"], row: kv["TILEROW"], col: kv["TILECOL"], format: kv["FORMAT"], extra: extra})
+	return tr, false, e
+}
+
+// wmtsTile checks a GetTile (KVP or REST) and finds its tile.
+func (h *Handler) wmtsTile(t *wmtsTile) (tileRequest, *svcError) {
+	var tr tileRequest
+	s := h.Services.svc
+	l := s.byName[t.layer]
+	if l == nil {
+		return tr, errorf(http.StatusBadRequest, ogc.CodeInvalidParameterValue, "Layer", "unknown layer %q", t.layer)
+	}
+	v, e := h.filterValues(l, t.extra, &t.style)
+	if e != nil {
+		return tr, e
+	}
+	var f *Format
+	if t.ext != "" {
+		f = l.formatByExt(t.ext)
+		if f == nil {
+			return tr, errorf(http.StatusBadRequest, ogc.CodeInvalidParameterValue, "Format",
+				"layer %s is not cached as .%s", l.Name, t.ext)
+		}
+	} else if f, _ = l.Format(t.format); f == nil {
+		return tr, errorf(http.StatusBadRequest, ogc.CodeInvalidParameterValue, "Format",
+			"layer %s is not cached in format %q", l.Name, t.format)
+	}
+	g := l.grid(t.matrixSet)
+	if g == nil {
+		return tr, errorf(http.StatusBadRequest, ogc.CodeInvalidParameterValue, "TileMatrixSet",
+			"layer %s has no TileMatrixSet %q", l.Name, t.matrixSet)
+	}
+	z := -1
+	for i := range g.Levels {
+		if g.Levels[i].Name == t.matrix {
+			z = i
+			break
+		}
+	}
+	if z < 0 {
+		return tr, errorf(http.StatusBadRequest, ogc.CodeInvalidParameterValue, "TileMatrix",
+			"TileMatrixSet %s has no TileMatrix %q", g.Name, t.matrix)
+	}
+	row, ok1 := parseIndex(t.row)
+	if !ok1 {
+		return tr, errorf(http.StatusBadRequest, ogc.CodeInvalidParameterValue, "TileRow", "TileRow %q is not a whole number", t.row)
+	}
+	col, ok2 := parseIndex(t.col)
+	if !ok2 {
+		return tr, errorf(http.StatusBadRequest, ogc.CodeInvalidParameterValue, "TileCol", "TileCol %q is not a whole number", t.col)
+	}
+	lv := g.Levels[z]
+	idx := gridset.Index{X: col, Y: -1, Z: z}
+	if row < lv.TilesHigh {
+		idx.Y = flipY(lv, row)
+	}
+	switch checkTile(g.Grid, idx) {
+	case zoomOut:
+		return tr, errorf(http.StatusBadRequest, ogc.CodeTileOutOfRange, "TileMatrix",
+			"layer %s is not cached at TileMatrix %s (cached: %s to %s)", l.Name, t.matrix,
+			g.Levels[g.MinZoom].Name, g.Levels[g.MaxZoom].Name)
+	case rowOut:
+		lim := wmtsLimits(g.Grid, z)
+		return tr, errorf(http.StatusBadRequest, ogc.CodeTileOutOfRange, "TileRow",
+			"TileRow %d is outside %d..%d for layer %s at TileMatrix %s", row, lim.MinTileRow, lim.MaxTileRow, l.Name, t.matrix)
+	case colOut:
+		lim := wmtsLimits(g.Grid, z)
+		return tr, errorf(http.StatusBadRequest, ogc.CodeTileOutOfRange, "TileCol",
+			"TileCol %d is outside %d..%d for layer %s at TileMatrix %s", col, lim.MinTileCol, lim.MaxTileCol, l.Name, t.matrix)
+	}
+	return tileRequest{layer: l.Layer, grid: g.Grid, format: f, index: idx, params: v}, nil
+}
+
+// wmtsLimits is the layer's coverage at level z in WMTS rows and columns.
+func wmtsLimits(g *Grid, z int) ogc.TileMatrixLimits {
+	c := g.Coverage[z]
+	lv := g.Levels[z]
+	return ogc.TileMatrixLimits{
+		TileMatrix: lv.Name,
+		MinTileRow: flipY(lv, c.MaxY), MaxTileRow: flipY(lv, c.MinY),
+		MinTileCol: c.MinX, MaxTileCol: c.MaxX,
+	}
+}
+
+// topLeftCorner is the top-left corner of level z's tile matrix, x/y
+// order. A bottom-aligned gridset's grid tops out where its whole tiles
+// end, which may be above the extent; it is snapped to the extent's top
+// when it is that within rounding.
+func topLeftCorner(g *gridset.Gridset, z int) (x, y float64) {
+	if g.TopLeft {
+		return g.Extent.MinX, g.Extent.MaxY
+	}
+	lv := g.Levels[z]
+	h := lv.Resolution * float64(g.TileHeight)
+	top := g.Extent.MinY + h*float64(lv.TilesHigh)
+	if math.Abs(top-g.Extent.MaxY) < h*1e-9 {
+		top = g.Extent.MaxY
+	}
+	return g.Extent.MinX, top
+}
+
+// wmtsCapabilities is the capabilities document; base is the absolute URL
+// of the WMTS prefix.
+func (s *services) wmtsCapabilities(base string) *ogc.Capabilities {
+	c := ogc.NewCapabilities()
+	c.ServiceIdentification = ogc.ServiceIdentification{
+		Title:              "tile_cache WMTS",
+		ServiceType:        "OGC WMTS",
+		ServiceTypeVersion: "1.0.0",
+	}
+	kvp := ogc.Get{Href: base + "?", Constraint: ogc.Constraint{Name: "GetEncoding", Values: []string{"KVP"}}}
+	c.OperationsMetadata.Operations = []ogc.Operation{
+		{Name: "GetCapabilities", Gets: []ogc.Get{kvp}},
+		{Name: "GetTile", Gets: []ogc.Get{kvp}},
+	}
+	c.ServiceMetadataURL = &ogc.Href{Href: base + "/" + wmtsCapabilitiesPath}
+	for _, l := range s.layers {
+		wl := ogc.Layer{
+			Title:      l.Name,
+			Identifier: l.Name,
+			WGS84BoundingBox: ogc.BoundingBox{
+				LowerCorner: ogc.Pair{l.wgs84.MinX, l.wgs84.MinY},
+				UpperCorner: ogc.Pair{l.wgs84.MaxX, l.wgs84.MaxY},
+			},
+		}
+		for _, st := range l.styles {
+			wl.Styles = append(wl.Styles, ogc.Style{IsDefault: st.isDefault, Title: st.id, Identifier: st.id})
+		}
+		for _, f := range l.Formats {
+			wl.Formats = append(wl.Formats, f.Name)
+		}
+		for _, g := range l.grids {
+			var lim ogc.TileMatrixSetLimits
+			for z := g.MinZoom; z <= g.MaxZoom; z++ {
+				if !g.Coverage[z].Empty() {
+					lim.Limits = append(lim.Limits, wmtsLimits(g.Grid, z))
+				}
+			}
+			if len(lim.Limits) == 0 {
+				continue // the layer has no tile in this gridset
+			}
+			wl.TileMatrixSetLink = append(wl.TileMatrixSetLink, ogc.TileMatrixSetLink{TileMatrixSet: g.Name, TileMatrixSetLimits: &lim})
+		}
+		if len(wl.TileMatrixSetLink) == 0 {
+			continue
+		}
+		for _, f := range l.extFormats() {
+			wl.ResourceURLs = append(wl.ResourceURLs, ogc.ResourceURL{
+				Format:       f.Name,
+				ResourceType: "tile",
+				Template: base + "/1.0.0/" + escapePath(l.Name) +
+					"/{Style}/{TileMatrixSet}/{TileMatrix}/{TileRow}/{TileCol}." + f.Extension(),
+			})
+		}
+		c.Contents.Layers = append(c.Contents.Layers, wl)
+	}
+	for _, g := range s.gridsets {
+		ms := ogc.TileMatrixSet{
+			Identifier:   g.Name,
+			SupportedCRS: fmt.Sprintf("urn:ogc:def:crs:EPSG::%d", g.SRS),
+		}
+		for z, lv := range g.Levels {
+			x, y := topLeftCorner(g, z)
+			corner := ogc.Pair{x, y}
+			if g.YFirst {
+				corner = ogc.Pair{y, x}
+			}
+			ms.TileMatrices = append(ms.TileMatrices, ogc.TileMatrix{
+				Identifier:       lv.Name,
+				ScaleDenominator: ogc.Num(lv.ScaleDenominator),
+				TopLeftCorner:    corner,
+				TileWidth:        g.TileWidth,
+				TileHeight:       g.TileHeight,
+				MatrixWidth:      lv.TilesWide,
+				MatrixHeight:     lv.TilesHigh,
+			})
+		}
+		c.Contents.TileMatrixSets = append(c.Contents.TileMatrixSets, ms)
+	}
+	return c
+}
