@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
 # The README's second command: the whole test suite.
-# Installs MapServer for the end-to-end tests (Debian packages; needs root or
-# sudo), then runs every Go test: unit tests, the caddytest suite in a real
-# in-process Caddy, and the end-to-end tests against the real MapServer.
+# Installs MapServer for the end-to-end tests and Chromium for the browser
+# tests (Debian packages; needs root), then runs every Go test: unit tests,
+# the caddytest suite in a real Caddy (in-process, and as a process it
+# kills), the end-to-end tests against the real MapServer, and the pages in
+# a headless browser.
 set -euo pipefail
 cd "$(dirname "$0")"
 bash upstream/install.sh
+# Debian's Chromium for the browser tests (headless, driven by chromedp).
+command -v chromium >/dev/null || {
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium > /dev/null
+}
 go test -count=1 -timeout 25m ./...
