@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"fmt"
 	"strconv"
 	"time"
 
@@ -8,6 +9,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/dustin/go-humanize"
 )
 
 func init() {
@@ -30,6 +32,11 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		retry_wait <duration>
 //		max_failures <n>
 //		history <n>
+//		max_body <size>             (bytes, or 512KiB, 1MB...)
+//		max_tasks <n>
+//		max_tiles_per_task <n>
+//		max_param_length <bytes>
+//		checkpoint_interval <duration>
 //	}
 func (a *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next()
@@ -68,6 +75,19 @@ func (a *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			var dur time.Duration
 			dur, err = caddy.ParseDuration(val)
 			a.CheckpointInterval = caddy.Duration(dur)
+		case "max_body":
+			var n uint64
+			n, err = humanize.ParseBytes(val)
+			if err == nil && n > 1<<40 {
+				err = fmt.Errorf("%s is too large", val)
+			}
+			a.MaxBody = int64(n)
+		case "max_tasks":
+			a.MaxTasks, err = strconv.Atoi(val)
+		case "max_tiles_per_task":
+			a.MaxTilesPerTask, err = strconv.ParseInt(val, 10, 64)
+		case "max_param_length":
+			a.MaxParamLength, err = strconv.Atoi(val)
 		case "retry_wait":
 			var dur time.Duration
 			dur, err = caddy.ParseDuration(val)

@@ -41,12 +41,12 @@ func (h *Handler) listing(w http.ResponseWriter, rt route) error {
 	return json.NewEncoder(w).Encode(map[string][][5]int64{"long-array-array": recs})
 }
 
-// readBody reads at most maxBody bytes, answering 413 beyond.
-func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+// readBody reads at most limit bytes, answering 413 beyond.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
-		plain(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes", maxBody))
+		plain(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes (max_body)", limit))
 		return nil, false
 	}
 	if err != nil {
@@ -59,7 +59,7 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 // seed accepts a seed, reseed or truncate request for a layer. The path's
 // extension picks the parser; the Content-Type need not match.
 func (h *Handler) seed(w http.ResponseWriter, r *http.Request, rt route) error {
-	body, ok := readBody(w, r)
+	body, ok := readBody(w, r, h.bodyLimit())
 	if !ok {
 		return nil
 	}
@@ -72,6 +72,9 @@ func (h *Handler) seed(w http.ResponseWriter, r *http.Request, rt route) error {
 		req, err = parseJSONSeed(body)
 	} else {
 		req, err = parseXMLSeed(body)
+	}
+	if err == nil {
+		err = h.checkParams(req.Params)
 	}
 	if err != nil {
 		return plain(w, http.StatusBadRequest, err.Error())
@@ -86,7 +89,10 @@ func (h *Handler) submit(w http.ResponseWriter, r *http.Request, spec seeder.Spe
 	if err != nil {
 		return h.specError(w, err)
 	}
-	t, err := h.engine.Submit(spec)
+	t, status, msg, err := h.submitLimited(spec)
+	if status != 0 {
+		return plain(w, status, msg)
+	}
 	if err != nil {
 		return h.specError(w, err)
 	}
@@ -110,11 +116,12 @@ func (h *Handler) specError(w http.ResponseWriter, err error) error {
 // kill terminates tasks as the kill_all form field says and answers an
 // HTML page listing them, as GeoWebCache's seed form does.
 func (h *Handler) kill(w http.ResponseWriter, r *http.Request, rt route) error {
-	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+	limit := h.bodyLimit()
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
 	parse := r.ParseForm
 	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt == "multipart/form-data" {
 		// curl -F kill_all=all: a form too.
-		parse = func() error { return r.ParseMultipartForm(maxBody) }
+		parse = func() error { return r.ParseMultipartForm(limit) }
 		defer func() {
 			if r.MultipartForm != nil {
 				r.MultipartForm.RemoveAll()
@@ -124,7 +131,7 @@ func (h *Handler) kill(w http.ResponseWriter, r *http.Request, rt route) error {
 	if err := parse(); err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return plain(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes", maxBody))
+			return plain(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes (max_body)", limit))
 		}
 		return plain(w, http.StatusBadRequest, "malformed form: "+err.Error())
 	}
@@ -205,7 +212,7 @@ func (h *Handler) massTruncate(w http.ResponseWriter, r *http.Request) error {
 			return plain(w, http.StatusUnsupportedMediaType, fmt.Sprintf("Content-Type %q is not supported: send text/xml", ct))
 		}
 	}
-	body, ok := readBody(w, r)
+	body, ok := readBody(w, r, h.bodyLimit())
 	if !ok {
 		return nil
 	}
@@ -220,6 +227,8 @@ func (h *Handler) massTruncate(w http.ResponseWriter, r *http.Request) error {
 		if m.XMLName.Local == "truncateLayer" || m.XMLName.Local == "truncateExtent" {
 			return plain(w, http.StatusBadRequest, m.XMLName.Local+" needs a layerName")
 		}
+	} else if len(*m.LayerName) > maxLayerNameLength {
+		return plain(w, http.StatusBadRequest, fmt.Sprintf("layerName is longer than %d bytes", maxLayerNameLength))
 	}
 	switch m.XMLName.Local {
 	case "truncateLayer":

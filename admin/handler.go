@@ -25,9 +25,6 @@ func init() {
 	caddy.RegisterModule(Handler{})
 }
 
-// maxBody bounds request bodies: a seed request is a few hundred bytes.
-const maxBody = 1 << 20
-
 // Handler serves the REST interface under whatever path it is mounted at.
 type Handler struct {
 	// Cache names the tile_cache this interface works on. Default "default".
@@ -45,6 +42,14 @@ type Handler struct {
 	// CheckpointInterval is how often running tasks' progress is saved in
 	// the store, to resume from after a restart or crash. Default 2s.
 	CheckpointInterval caddy.Duration `json:"checkpoint_interval,omitempty"`
+	// Limits (limits.go; 0 is the default): request body bytes (1 MiB,
+	// else 413), pending and running tasks (1000, else 429), tiles of a
+	// seed or reseed task (100000000, else 400), bytes of a seed request's
+	// parameter name or value (1024, else 400).
+	MaxBody         int64 `json:"max_body,omitempty"`
+	MaxTasks        int   `json:"max_tasks,omitempty"`
+	MaxTilesPerTask int64 `json:"max_tiles_per_task,omitempty"`
+	MaxParamLength  int   `json:"max_param_length,omitempty"`
 
 	engine *seeder.Engine
 	log    *zap.Logger
@@ -99,6 +104,9 @@ func (h *Handler) Validate() error {
 	if h.RetryCount != nil && *h.RetryCount < 0 || h.MaxFailures != nil && *h.MaxFailures < 0 || h.RetryWait < 0 {
 		return errors.New("tile_cache_admin: retry_count, retry_wait and max_failures must not be negative")
 	}
+	if err := h.validateLimits(); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -112,17 +120,24 @@ func (h *Handler) Cleanup() error {
 
 // route is where a request goes under /rest/.
 type route struct {
-	kind   string // "listing", "seed", "kill", "masstruncate", "task"
+	kind   string // "listing", "seed", "kill", "masstruncate", "task", "layers"
 	layer  string // "" for all layers
 	format string // "json" or "xml" where the path has one
 	id     int64
 }
 
 // ServeHTTP implements caddyhttp.MiddlewareHandler. Requests outside
-// /rest/ go to the next handler, so the interface can share a route.
+// /rest/ go to the next handler, so the interface can share a route; but
+// for the task page (page.go).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	if oddRESTPath(originalPath(r)) { // limits.go
+		return plain(w, http.StatusNotFound, "no such resource: dot segments and encoded slashes are not accepted in REST paths")
+	}
 	rt, ok, err := parsePath(r.URL.EscapedPath())
 	if !ok {
+		if isPagePath(r.URL.Path) { // the task page (page.go)
+			return h.page(w, r)
+		}
 		return next.ServeHTTP(w, r)
 	}
 	if err != nil {
@@ -166,6 +181,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			return nil
 		}
 		return h.task(w, rt)
+	case "layers": // an extension for the task page (page.go)
+		if !allow(w, r, http.MethodGet) {
+			return nil
+		}
+		return h.layers(w)
 	}
 	return plain(w, http.StatusNotFound, "no such resource")
 }
@@ -186,6 +206,8 @@ func parsePath(escaped string) (route, bool, error) {
 		return route{kind: "kill"}, true, nil
 	case rest == "masstruncate":
 		return route{kind: "masstruncate"}, true, nil
+	case rest == "layers.json":
+		return route{kind: "layers"}, true, nil
 	case strings.HasPrefix(rest, "tasks/"):
 		idText, ok := strings.CutSuffix(strings.TrimPrefix(rest, "tasks/"), ".json")
 		id, err := strconv.ParseInt(idText, 10, 64)
@@ -200,7 +222,10 @@ func parsePath(escaped string) (route, bool, error) {
 		}
 		name, err := url.PathUnescape(seg)
 		if err != nil || name == "" || strings.ContainsAny(name, "/\x00") {
-			return route{}, true, fmt.Errorf("bad layer name %q", seg)
+			return route{}, true, fmt.Errorf("bad layer name %q", truncated(seg))
+		}
+		if len(name) > maxLayerNameLength+len(".json") {
+			return route{}, true, fmt.Errorf("no such layer: the name is longer than %d bytes", maxLayerNameLength)
 		}
 		// The last .json or .xml is the format: test:mock.layer.name.json
 		// is the layer test:mock.layer.name.

@@ -22,9 +22,12 @@ func badBody(format string, a ...any) error { return &errBody{fmt.Sprintf(format
 
 // checkNoDTD rejects XML carrying a document type declaration: entity
 // definitions are the door to entity-expansion attacks, and no GeoWebCache
-// client sends them.
+// client sends them. It also rejects what xml.Unmarshal would silently
+// ignore: a second root element or text after the first (a body of two
+// requests must not do the first one).
 func checkNoDTD(body []byte) error {
 	d := xml.NewDecoder(bytes.NewReader(body))
+	depth, roots := 0, 0
 	for {
 		tok, err := d.Token()
 		if errors.Is(err, io.EOF) {
@@ -33,8 +36,22 @@ func checkNoDTD(body []byte) error {
 		if err != nil {
 			return badBody("malformed XML: %v", err)
 		}
-		if _, ok := tok.(xml.Directive); ok {
+		switch tok := tok.(type) {
+		case xml.Directive:
 			return badBody("XML with a DOCTYPE or entity declarations is not accepted")
+		case xml.StartElement:
+			if depth == 0 {
+				if roots++; roots > 1 {
+					return badBody("malformed XML: more than one root element")
+				}
+			}
+			depth++
+		case xml.EndElement:
+			depth--
+		case xml.CharData:
+			if depth == 0 && len(bytes.TrimSpace(tok)) > 0 {
+				return badBody("malformed XML: text outside the root element")
+			}
 		}
 	}
 }

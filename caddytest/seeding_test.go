@@ -97,7 +97,9 @@ func TestSeedRetriesThenSucceeds(t *testing.T) {
 
 func TestSeedCountsFailedTilesAndAbortsPastTheLimit(t *testing.T) {
 	f := newFakeWMS(t)
-	load(t, adminConfig(t, f, storageDir(t), "retry_wait 5ms", ""))
+	// The breaker off: with it, an upstream down for good makes seeding
+	// wait instead (TestBreakerSeedWaitsOutAnOutage).
+	load(t, adminConfig(t, f, storageDir(t), "retry_wait 5ms", "breaker off\n"+restLayers))
 	f.set("500", 0)
 	// Retries exhausted but under the failure limit: the metatile's tiles
 	// are counted as failed, the task goes on and ends DONE.

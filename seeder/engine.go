@@ -460,6 +460,28 @@ func (e *Engine) runUnit(t *Task, u unit, fetched func()) (outcome, error) {
 		if e.ctx.Err() != nil || t.killed.Load() {
 			return stopped, nil // stopping: the metatile is simply not done
 		}
+		if errors.Is(err, tilecache.ErrBreakerOpen) {
+			// The upstream is down (the cache's circuit breaker is open):
+			// wait until it lets requests through again, then retry. Not
+			// a failure of this metatile: a long outage must neither use
+			// up its retries nor abort the task.
+			e.mu.Lock()
+			t.lastErr = err.Error()
+			e.mu.Unlock()
+			for {
+				ctx, cancel := context.WithTimeout(e.ctx, 100*time.Millisecond)
+				ready := c.UpstreamReady(ctx)
+				cancel()
+				if ready == nil {
+					break
+				}
+				if e.ctx.Err() != nil || t.killed.Load() {
+					return stopped, nil
+				}
+			}
+			attempt--
+			continue
+		}
 		total := t.failures.Add(1)
 		e.mu.Lock()
 		t.lastErr = err.Error()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"image"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"runtime"
@@ -95,6 +96,7 @@ type fetcher struct {
 	store    store.Store
 	enc      imaging.Encoder
 	log      *zap.Logger
+	breaker  *breaker // nil: off
 
 	mu      sync.Mutex
 	flights map[flightKey]*flight
@@ -180,6 +182,9 @@ func (f *fetcher) fetchAndStore(ctx context.Context, set store.Set, m *MetaReque
 		// Decoding is CPU work: done after the upstream slot is given back.
 		img, err = imaging.Decode(contentType, body, m.Meta.Width, m.Meta.Height)
 	}
+	if _, refused := refusal(err); refused {
+		return nil, err // the breaker is open: the upstream was not asked
+	}
 	if err != nil {
 		m.Layer.upstreamErrors.Inc()
 		return nil, &UpstreamError{err}
@@ -247,12 +252,22 @@ func (fl *flight) markFetched() {
 }
 
 // fetchBody makes the upstream GetMap, holding an upstream slot only while
-// the request is on the wire.
-func (f *fetcher) fetchBody(ctx context.Context, m *MetaRequest, p Priority, urgent <-chan struct{}) ([]byte, string, error) {
+// the request is on the wire. While the circuit breaker is open it refuses
+// at once, before and after waiting for a slot.
+func (f *fetcher) fetchBody(ctx context.Context, m *MetaRequest, p Priority, urgent <-chan struct{}) (_ []byte, _ string, err error) {
+	if err := f.breaker.check(); err != nil {
+		return nil, "", err
+	}
 	if err := f.limit.acquire(ctx, p, urgent); err != nil {
 		return nil, "", err
 	}
 	defer f.limit.release()
+	probe, err := f.breaker.allow()
+	if err != nil {
+		return nil, "", err
+	}
+	down := false // err says the upstream is unavailable
+	defer func() { err = f.breaker.record(probe, down, err) }()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, f.getMapURL(m), nil)
 	if err != nil {
 		return nil, "", err
@@ -260,21 +275,48 @@ func (f *fetcher) fetchBody(ctx context.Context, m *MetaRequest, p Priority, urg
 	start := time.Now()
 	resp, err := f.client.Do(req)
 	if err != nil {
-		return nil, "", err
+		down = true
+		return nil, "", f.transportError(ctx, "GetMap request failed", err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody+1))
 	m.Layer.upstreamLatency.Observe(time.Since(start).Seconds())
 	if err != nil {
-		return nil, "", fmt.Errorf("reading GetMap answer: %w", err)
+		down = true
+		return nil, "", f.transportError(ctx, "reading GetMap answer", err)
 	}
 	if resp.StatusCode != http.StatusOK {
+		down = resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests
 		return nil, "", fmt.Errorf("GetMap answered HTTP %d", resp.StatusCode)
 	}
 	if len(body) > maxUpstreamBody {
 		return nil, "", errors.New("GetMap answer too large")
 	}
 	return body, resp.Header.Get("Content-Type"), nil
+}
+
+// transportError words a failed request or read for users and logs: a
+// timeout as such, and never the upstream's URL (its host and query, a
+// map file's path, are nobody else's business).
+func (f *fetcher) transportError(ctx context.Context, what string, err error) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("%s: no complete answer within the timeout of %v", what, f.timeout)
+	}
+	// *url.Error names the URL, *net.OpError the addresses, *net.DNSError
+	// the host: keep what went wrong, not where.
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Err != nil {
+		err = oe.Err
+	}
+	var de *net.DNSError
+	if errors.As(err, &de) {
+		err = errors.New("name lookup failed: " + de.Err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
 }
 
 // getMapURL is the upstream GetMap for a metatile. It always speaks WMS

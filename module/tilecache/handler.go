@@ -10,8 +10,10 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -52,6 +54,15 @@ type Handler struct {
 	// Services serves the same tiles through WMTS, TMS and XYZ, and the
 	// demo page, each under its own path (services.go).
 	Services *ServicesConfig `json:"services,omitempty"`
+	// BreakerFailures upstream failures in a row (no answer, a timeout,
+	// HTTP 5xx or 429) open the circuit breaker: misses then get 502 at
+	// once for BreakerCooldown, then one probe request goes upstream.
+	// Default 5; 0 turns the breaker off. Default cooldown 30s (breaker.go).
+	BreakerFailures *int           `json:"breaker_failures,omitempty"`
+	BreakerCooldown caddy.Duration `json:"breaker_cooldown,omitempty"`
+	// MaxParamLength: a request whose parameter name or value is longer
+	// (in bytes, unescaped) is not a tile request ("malformed"). Default 1024.
+	MaxParamLength int `json:"max_param_length,omitempty"`
 
 	layers  map[string]*Layer
 	grids   map[string]*gridset.Gridset
@@ -91,6 +102,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err := h.compile(); err != nil {
 		return err
 	}
+	if err := h.provisionServices(); err != nil {
+		return err
+	}
 	m := metrics()
 	if err := m.register(ctx.GetMetricsRegistry()); err != nil {
 		return err
@@ -98,6 +112,10 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	up, err := url.Parse(h.Upstream)
 	if err != nil {
 		return fmt.Errorf("tile_cache: upstream: %v", err)
+	}
+	brk, err := h.buildBreaker(ctx.GetMetricsRegistry())
+	if err != nil {
+		return err
 	}
 	st, err := store.Open(h.Storage, store.Options{})
 	if err != nil {
@@ -117,6 +135,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		enc:     imaging.Encoder{JPEGQuality: h.JPEGQuality},
 		log:     h.log,
 		flights: make(map[flightKey]*flight),
+		breaker: brk,
 	}
 	register(h)
 	h.log.Info("tile cache ready", zap.String("name", h.Name), zap.String("upstream", h.Upstream),
@@ -211,6 +230,9 @@ func (h *Handler) Validate() error {
 	if h.JPEGQuality < 1 || h.JPEGQuality > 100 {
 		return errors.New("tile_cache: jpeg_quality must be 1..100")
 	}
+	if h.BreakerFailures != nil && *h.BreakerFailures < 0 || h.BreakerCooldown < 0 || h.MaxParamLength < 0 {
+		return errors.New("tile_cache: breaker_failures, breaker_cooldown and max_param_length must not be negative")
+	}
 	return nil
 }
 
@@ -298,12 +320,22 @@ func (h *Handler) serveTile(w http.ResponseWriter, r *http.Request, tr *tileRequ
 			writeTile(w, r, tr, *stale, statusStale, resultHit)
 			return nil
 		}
-		h.log.Error("metatile fetch failed", zap.String("layer", l.Name),
-			zap.Int("z", tr.index.Z), zap.Int64("x", tr.index.X), zap.Int64("y", tr.index.Y), zap.Error(err))
+		msg := "the upstream WMS failed for this tile: " + shortError(err)
+		if bo, refused := refusal(err); refused {
+			// The circuit breaker answered without asking the upstream.
+			msg = bo.Error()
+		} else {
+			h.log.Error("metatile fetch failed", zap.String("layer", l.Name),
+				zap.Int("z", tr.index.Z), zap.Int64("x", tr.index.X), zap.Int64("y", tr.index.Y), zap.Error(err))
+		}
+		var bo *BreakerOpenError
+		if errors.As(err, &bo) {
+			w.Header().Set("Retry-After", strconv.Itoa(bo.RetrySeconds()))
+		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Header().Set("Cache-Status", "tile_cache; fwd=miss; fwd-status=502")
 		w.WriteHeader(http.StatusBadGateway)
-		fmt.Fprintf(w, "tile_cache: the upstream WMS failed for this tile: %v\n", shortError(err))
+		fmt.Fprintf(w, "tile_cache: %s\n", msg)
 		return nil
 	}
 	data, ok := res.Tile(tr.index)
@@ -322,7 +354,11 @@ func (h *Handler) serveTile(w http.ResponseWriter, r *http.Request, tr *tileRequ
 func shortError(err error) string {
 	s := err.Error()
 	if len(s) > 200 {
-		s = s[:200] + "…"
+		i := 200
+		for i > 0 && !utf8.RuneStart(s[i]) {
+			i-- // never cut a character in two
+		}
+		s = s[:i] + "…"
 	}
 	for i := 0; i < len(s); i++ {
 		if s[i] == '\n' || s[i] == '\r' {

@@ -77,6 +77,10 @@ type param struct{ key, value string }
 // parseWMS splits a raw query string. It does not decide anything about
 // layers; it only reports malformed or duplicated input.
 func (h *Handler) parseWMS(raw string, req *wmsRequest) string {
+	limit := h.MaxParamLength
+	if limit == 0 {
+		limit = DefaultMaxParamLength
+	}
 	for raw != "" {
 		var kv string
 		kv, raw, _ = strings.Cut(raw, "&")
@@ -86,7 +90,7 @@ func (h *Handler) parseWMS(raw string, req *wmsRequest) string {
 		k, v, _ := strings.Cut(kv, "=")
 		k, ok1 := unescape(k)
 		v, ok2 := unescape(v)
-		if !ok1 || !ok2 {
+		if !ok1 || !ok2 || len(k) > limit || len(v) > limit {
 			return passMalformed
 		}
 		i := fieldIndex(k)
@@ -113,6 +117,11 @@ func (h *Handler) parseWMS(raw string, req *wmsRequest) string {
 	}
 	return ""
 }
+
+// DefaultMaxParamLength bounds a tile request's parameter names and values
+// (unescaped, in bytes) unless max_param_length says otherwise: no WMS-C
+// client sends more, and a filter's regular expression need not see more.
+const DefaultMaxParamLength = 1024
 
 func unescape(s string) (string, bool) {
 	if strings.IndexByte(s, '%') < 0 && strings.IndexByte(s, '+') < 0 {

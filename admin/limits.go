@@ -1,0 +1,135 @@
+package admin
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/tilecache/caddy-tilecache/seeder"
+)
+
+// The limits' defaults (README "Limits").
+const (
+	// A seed request is a few hundred bytes.
+	defaultMaxBody = 1 << 20
+	// Pending and running tasks of one cache.
+	defaultMaxTasks = 1000
+	// Tiles of one seed or reseed task: 10^8 tiles are days of rendering
+	// and hundreds of GB; EPSG:900913 to level 30 is 1.5·10^18.
+	defaultMaxTilesPerTask = 100_000_000
+	// A parameter's name or value in a seed request, in bytes.
+	defaultMaxParamLength = 1024
+	// A layer name in a path or a mass truncate request, in bytes.
+	maxLayerNameLength = 1024
+)
+
+func (h *Handler) bodyLimit() int64 {
+	if h.MaxBody > 0 {
+		return h.MaxBody
+	}
+	return defaultMaxBody
+}
+
+func (h *Handler) taskLimit() int {
+	if h.MaxTasks > 0 {
+		return h.MaxTasks
+	}
+	return defaultMaxTasks
+}
+
+func (h *Handler) tileLimit() int64 {
+	if h.MaxTilesPerTask > 0 {
+		return h.MaxTilesPerTask
+	}
+	return defaultMaxTilesPerTask
+}
+
+func (h *Handler) paramLimit() int {
+	if h.MaxParamLength > 0 {
+		return h.MaxParamLength
+	}
+	return defaultMaxParamLength
+}
+
+// validateLimits rejects negative limits (0 is the default).
+func (h *Handler) validateLimits() error {
+	if h.MaxBody < 0 || h.MaxTasks < 0 || h.MaxTilesPerTask < 0 || h.MaxParamLength < 0 {
+		return errors.New("tile_cache_admin: max_body, max_tasks, max_tiles_per_task and max_param_length must not be negative")
+	}
+	return nil
+}
+
+// checkParams bounds a seed request's parameter names and values.
+func (h *Handler) checkParams(p map[string]string) error {
+	limit := h.paramLimit()
+	for k, v := range p {
+		if len(k) > limit || len(v) > limit {
+			return badBody("parameter names and values are limited to %d bytes (max_param_length)", limit)
+		}
+	}
+	return nil
+}
+
+// submitMu makes counting the tasks and submitting one a single step, so
+// that concurrent requests cannot all slip under max_tasks.
+var submitMu sync.Mutex
+
+// submitLimited submits spec unless it is over max_tiles_per_task (400)
+// or max_tasks tasks are pending or running already (429). A truncate
+// deletes by key range: its cost follows what is stored, not its tile
+// count, so max_tiles_per_task does not apply to it.
+func (h *Handler) submitLimited(spec seeder.Spec) (t *seeder.Task, status int, msg string, err error) {
+	if spec.Type != seeder.Truncate {
+		var total int64
+		for _, r := range spec.Ranges {
+			total += r.Count()
+		}
+		if limit := h.tileLimit(); total > limit {
+			return nil, http.StatusBadRequest, fmt.Sprintf("the task has %d tiles, more than the %d a task may have (max_tiles_per_task): split it by zoom levels or bounds", total, limit), nil
+		}
+	}
+	submitMu.Lock()
+	defer submitMu.Unlock()
+	if n, limit := len(h.engine.List("")), h.taskLimit(); n >= limit {
+		return nil, http.StatusTooManyRequests, fmt.Sprintf("%d tasks are pending or running, the most there may be (max_tasks): wait for some to finish or kill them", n), nil
+	}
+	t, err = h.engine.Submit(spec)
+	return t, 0, "", err
+}
+
+// originalPath is the request's escaped path as the client sent it, before
+// handle_path or a rewrite changed it.
+func originalPath(r *http.Request) string {
+	if or, ok := r.Context().Value(caddyhttp.OriginalRequestCtxKey).(http.Request); ok && or.URL != nil {
+		return or.URL.EscapedPath()
+	}
+	return r.URL.EscapedPath()
+}
+
+// oddRESTPath says whether a path addressed to the REST interface (it has
+// a /rest/ segment) has a segment that is or decodes to "." or "..", or
+// holds an encoded slash or backslash. Caddy cleans paths when handle_path
+// strips its prefix, decoding as it goes: .../seed/%2e would become
+// .../seed (the kill form), .../seed/..%2f..%2fx.json would leave the
+// interface. Such a request is refused whole instead; GeoWebCache clients
+// never send one.
+func oddRESTPath(escaped string) bool {
+	if !strings.Contains(escaped, "/rest/") {
+		return false
+	}
+	for _, seg := range strings.Split(escaped, "/") {
+		d, err := url.PathUnescape(seg)
+		if err != nil {
+			continue // a bad escape: parsePath's 404
+		}
+		if d == "." || d == ".." || strings.ContainsAny(d, "/\\") {
+			return true
+		}
+	}
+	return false
+}
