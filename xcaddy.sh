@@ -15,7 +15,10 @@ PLACEHOLDER=v0.0.0-00010101000000-000000000000
 XCADDY_SKIP_CLEANUP=0 go tool xcaddy build "$CADDY_VERSION" \
   --output "$out" \
   --with "github.com/tilecache/caddy-tilecache@${PLACEHOLDER}=$(pwd)"
-"$out" list-modules | grep -q '^http.handlers.tile_cache$' || {
+# Read the whole list before matching: grep -q exits at the first match,
+# and under pipefail the SIGPIPE that then kills caddy would fail the check.
+mods=$("$out" list-modules)
+grep -qx 'http.handlers.tile_cache' <<<"$mods" || {
   echo "xcaddy.sh: built $out lacks http.handlers.tile_cache" >&2
   exit 1
 }
