@@ -53,6 +53,8 @@ type Badger struct {
 	kick         chan struct{} // capacity 1: wakes the reclaimer
 	pauseReclaim atomic.Bool   // test hook: leave old generations in place
 
+	space spaceGuard // refuses writes on a full disk (space.go)
+
 	seqMu sync.Mutex // guards seqs (sequence.go)
 	seqs  map[string]*badger.Sequence
 }
@@ -66,6 +68,9 @@ type Options struct {
 	// ValueThreshold: values larger than this go to the value log, which is
 	// where tiles belong (1–100 KB); keys and tiny blank tiles stay in the LSM tree.
 	ValueThreshold int64
+	// MinFreeSpace: writes are refused (ErrDiskFull) while the disk has
+	// less free space than this. Default DefaultMinFreeSpace; negative: off.
+	MinFreeSpace int64
 }
 
 // pool shares one open database per directory within the process, so a
@@ -113,6 +118,9 @@ func open(dir string, o Options) (*Badger, error) {
 	if o.ValueThreshold <= 0 {
 		o.ValueThreshold = 512
 	}
+	if o.MinFreeSpace == 0 {
+		o.MinFreeSpace = DefaultMinFreeSpace
+	}
 	log := caddy.Log().Named("tile_cache.store").With(zap.String("dir", dir))
 	bo := badger.DefaultOptions(dir).
 		WithLogger(badgerLogger{log.Sugar()}).
@@ -125,7 +133,8 @@ func open(dir string, o Options) (*Badger, error) {
 		return nil, fmt.Errorf("opening tile store %s: %w", dir, err)
 	}
 	opens.Add(1)
-	s := &Badger{db: db, dir: dir, log: log, stop: make(chan struct{}), kick: make(chan struct{}, 1)}
+	s := &Badger{db: db, dir: dir, log: log, stop: make(chan struct{}), kick: make(chan struct{}, 1),
+		space: spaceGuard{dir: dir, minFree: o.MinFreeSpace}}
 	if err := s.loadGenerations(); err != nil {
 		db.Close()
 		return nil, err
@@ -245,6 +254,13 @@ func (s *Badger) Put(entries []Entry, at time.Time) error {
 	}
 	if s.closed.Load() {
 		return ErrClosed
+	}
+	var size int64
+	for i := range entries {
+		size += int64(len(entries[i].Data)) + headerLen + 128
+	}
+	if err := s.space.reserve(size); err != nil {
+		return err
 	}
 	s.mu.RLock() // no generation change between reading it and committing
 	defer s.mu.RUnlock()

@@ -2,6 +2,7 @@ package store
 
 import (
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -118,5 +119,36 @@ func TestClosedStoreFailsFast(t *testing.T) {
 	}
 	if _, err := s.NextID("task"); err != ErrClosed {
 		t.Errorf("NextID: %v", err)
+	}
+}
+
+// On a (nearly) full disk a write is refused with ErrDiskFull instead of
+// reaching Badger's memory-mapped files, where it would be a SIGBUS.
+func TestWritesRefusedOnAFullDisk(t *testing.T) {
+	var free atomic.Int64
+	free.Store(1 << 30)
+	orig := freeSpace
+	freeSpace = func(string) (int64, error) { return free.Load(), nil }
+	t.Cleanup(func() { freeSpace = orig })
+	s := openT(t, t.TempDir())
+	k := Key{Set: Set{Layer: "L", Gridset: "G", Format: "F", Params: "P"}}
+	if err := s.Put([]Entry{{Key: k, Data: []byte("tile")}}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	free.Store(DefaultMinFreeSpace - 1)
+	time.Sleep(250 * time.Millisecond) // past the cached reading
+	k.X = 1
+	if err := s.Put([]Entry{{Key: k, Data: []byte("tile")}}, time.Now()); err != ErrDiskFull {
+		t.Fatalf("Put on a full disk: %v", err)
+	}
+	if err := s.PutTask(1, []byte("{}")); err != ErrDiskFull {
+		t.Fatalf("PutTask on a full disk: %v", err)
+	}
+	if _, err := s.Get(&k, nil); err != ErrNotFound {
+		t.Fatalf("the refused tile: %v", err)
+	}
+	free.Store(1 << 30) // space freed: writes go through again at once
+	if err := s.Put([]Entry{{Key: k, Data: []byte("tile")}}, time.Now()); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -21,6 +21,9 @@ func (s *Badger) PutTask(id int64, record []byte) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
+	if err := s.space.reserve(int64(len(record)) + 64); err != nil {
+		return err
+	}
 	err := s.db.Update(func(txn *badger.Txn) error {
 		return txn.Set(taskKey(id), record)
 	})
