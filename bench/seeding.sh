@@ -35,7 +35,7 @@
 #
 # Environment (defaults in brackets):
 #   DELAYS ["20ms 50ms 120ms"] WORKERS [2] ROUNDS [2] SEED_Z [6]
-#   PROFILE [1] PROFILE_SECONDS [10]   MS_MAXZ [5] MS_ROUNDS [2]
+#   PROFILE [1] PROFILE_SECONDS [10]   MS_MAXZ [5] MS_ROUNDS [3]
 #   QUIET_WAIT [45] per run, QUIET_BUDGET [120] in all (seconds)
 #   DEADLINE [600] (seconds; the script stops itself after)
 #   BUILD=1   rebuild /tmp/caddy-bench (./xcaddy.sh /tmp/caddy-bench) first
@@ -54,7 +54,7 @@ SEED_Z=${SEED_Z:-6}
 PROFILE=${PROFILE:-1}
 PROFILE_SECONDS=${PROFILE_SECONDS:-10}
 MS_MAXZ=${MS_MAXZ:-5}
-MS_ROUNDS=${MS_ROUNDS:-2}
+MS_ROUNDS=${MS_ROUNDS:-3}
 QUIET_BUDGET=${QUIET_BUDGET:-120}
 QUIET_WAIT=${QUIET_WAIT:-45}
 DEADLINE=${DEADLINE:-600}
@@ -331,7 +331,7 @@ wait_task() {
 		[[ $st == DONE ]] && return 0
 		[[ $st == ABORTED ]] && die "task aborted: $TASK_JSON"
 		(($(date +%s) - t0 < $2)) || die "task not done after $2 s: $TASK_JSON"
-		sleep 0.2
+		sleep 0.5
 	done
 }
 task_secs() { # seconds from started to finished, from TASK_JSON
@@ -350,7 +350,7 @@ TILES_A=$((2 ** (SEED_Z + 1) * 2 ** SEED_Z))
 METAS_A=$((TILES_A / 16))
 out "== Seeding throughput: bench/fakewms with a fixed render time =="
 out "$(date -u +%FT%TZ), $(nproc) CPUs, $(uname -r); Caddy $("$TMP/caddy" version | cut -d' ' -f1)"
-out "binary $CADDY_BIN (built $(date -u -r "$CADDY_BIN" +%FT%TZ)); repository HEAD $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet HEAD -- . ':!bench' 2>/dev/null || echo ', working tree modified')"
+out "binary $CADDY_BIN (built $(date -u -r "$CADDY_BIN" +%FT%TZ)); repository HEAD at run time $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet HEAD -- . ':!bench' 2>/dev/null || echo ', working tree modified')"
 out "EPSG:4326 level $SEED_Z of a fresh layer: $TILES_A tiles = $METAS_A metatiles of 4x4 (1024x1024 px); workers $WORKERS, threadCount $WORKERS, upstream_concurrency $CONC"
 out "fake WMS answer: the 1024x1024 MapServer metatile of test:polygons at BBOX=0,0,45,45 ($(stat -c %s "$TMP/source.png") bytes as MapServer"
 out "sent it), served by the fake WMS byte for byte: $(curl -s -o /dev/null -w '%{size_download}' "http://127.0.0.1:$FAKE_PORT/wms?REQUEST=GetMap&WIDTH=1024&HEIGHT=1024") bytes"

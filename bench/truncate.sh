@@ -338,7 +338,7 @@ median() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print (NR % 
 # ---------------------------------------------------------------- 1. memory
 out "== Memory while seeding =="
 out "$(date -u +%FT%TZ), $(nproc) CPUs, $(free -g | awk '/^Mem/ { print $2 }') GB RAM, $(uname -r); Caddy $("$TMP/caddy" version | cut -d' ' -f1)"
-out "binary $CADDY_BIN (built $(date -u -r "$CADDY_BIN" +%FT%TZ)); repository HEAD $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet HEAD -- . ':!bench' 2>/dev/null || echo ', working tree modified')"
+out "binary $CADDY_BIN (built $(date -u -r "$CADDY_BIN" +%FT%TZ)); repository HEAD at run time $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet HEAD -- . ':!bench' 2>/dev/null || echo ', working tree modified')"
 out "layer mem: 1,000,000 tiles of ${MEM_TILE}x${MEM_TILE} px (gridset t64: 1000x1000 tiles), metatile 16x16 = ${MEM_META}x${MEM_META} px"
 out "per upstream request, bench/fakewms -delay 0 (synthetic map), workers $WORKERS, threadCount $WORKERS, one seed task."
 wait_quiet
