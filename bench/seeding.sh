@@ -11,7 +11,7 @@
 #      `threadCount`; tile_cache `upstream_concurrency` = max(4, WORKERS)),
 #      and compare tiles/s (from GET /rest/tasks/<id>.json) with the limit
 #      WORKERS × 16 ÷ DELAY. ROUNDS rounds, interleaved. The fake WMS
-#      answers a crop of a real 1024×1024 MapServer metatile of
+#      answers, byte for byte, a real 1024×1024 MapServer metatile of
 #      test:polygons, captured once at the start. With PROFILE=1 (default),
 #      one more seed at the first DELAY runs under Caddy's CPU profiler
 #      (admin /debug/pprof/profile) and the top functions are printed.
@@ -31,20 +31,23 @@
 # Every run prints the CPU use (in cores) of Caddy, of the upstream and of
 # everything else on the machine during the run: it has 2 cores, and other
 # jobs change the figures. Before each run the script waits (up to
-# QUIET_WAIT seconds) for other processes to use < 0.25 cores.
+# QUIET_WAIT seconds, QUIET_BUDGET in all) for other processes to use
+# < 0.25 cores.
 #
 # Environment (defaults in brackets):
 #   DELAYS ["20ms 50ms 120ms"] WORKERS [2] ROUNDS [2] SEED_Z [6]
 #   PROFILE [1] PROFILE_SECONDS [10]   MS_MAXZ [5] MS_ROUNDS [3]
 #   QUIET_WAIT [45] per run, QUIET_BUDGET [120] in all (seconds)
 #   DEADLINE [600] (seconds; the script stops itself after)
-#   BUILD=1   rebuild /tmp/caddy-bench (./xcaddy.sh /tmp/caddy-bench) first
+#   BUILD=1   rebuild /tmp/caddy-bench (./xcaddy.sh /tmp/caddy-bench, from
+#             the working tree) first
 #   CADDY     the Caddy binary [/tmp/caddy-bench, built if missing]
 #   KEEP=1    keep the temp dir (Caddyfile, logs, URL lists)
 #
 # The report also goes to bench/results/seeding-<date>-<time>.txt (and the
 # CPU profile next to it). Everything started here (fake WMS, MapServer,
-# Caddy) is stopped on exit. About 4–5 minutes on an idle 2-core machine.
+# Caddy) is stopped on exit. 3½ minutes on an idle 2-core machine (203 s
+# measured), up to ~5½ with other jobs running; never more than DEADLINE.
 set -euo pipefail
 
 DELAYS=${DELAYS:-"20ms 50ms 120ms"}
@@ -170,8 +173,8 @@ ticks_of() { # ticks_of PID...: user+system ticks of the processes
 	echo "$t"
 }
 busy_ticks() { # all CPUs' busy ticks (user nice system irq softirq steal)
-	local c u n s i w q sq st _
-	read -r _ u n s i w q sq st _ </proc/stat
+	local u n s q sq st
+	read -r _ u n s _ _ q sq st _ </proc/stat
 	echo $((u + n + s + q + sq + st))
 }
 up_pids() {

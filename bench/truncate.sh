@@ -19,6 +19,8 @@
 #      one task) while sampling Caddy's /proc/<pid>/status (VmRSS, RssAnon,
 #      RssFile) and the Go heap in use (admin /metrics) every second:
 #      min / median / max, first- and last-minute averages, a timeline.
+#      The sampler runs on to the end: the seeds of part 3 report their
+#      RssAnon too.
 #   2. Range truncate through REST (type truncate, level 0, bounds covering
 #      columns 0..999 × rows 0..99 = exactly 100,000 stored tiles): on
 #      `mem` (1,000,000 tiles, 16×16 metatiles) and on `range4`, a layer of
@@ -38,12 +40,14 @@
 #   REPS [5]  WORKERS [2]  MEM_TILE [64] (tile size of t64; 16 makes part 1 fast)
 #   QUIET_WAIT [30] per run, QUIET_BUDGET [120] in all (seconds)
 #   DEADLINE [900] (seconds; the script stops itself after)
-#   BUILD=1  rebuild /tmp/caddy-bench first;  CADDY [/tmp/caddy-bench]
+#   BUILD=1  rebuild /tmp/caddy-bench (./xcaddy.sh, working tree) first
+#   CADDY    the Caddy binary [/tmp/caddy-bench, built if missing]
 #   KEEP=1   keep the temp dir (store, Caddy log, memory samples)
 #
 # The report also goes to bench/results/truncate-<date>-<time>.txt. It needs
-# ~2.5 GB of disk in /tmp. Everything started here is stopped on exit.
-# About 7–9 minutes on an idle 2-core machine.
+# ~2.5 GB of disk in /tmp (checked: 4 GB free). Everything started here is
+# stopped on exit. 6½ minutes on an idle 2-core machine (383 s measured),
+# 8½ with a core's worth of other jobs (508 s); never more than DEADLINE.
 set -euo pipefail
 
 REPS=${REPS:-5}
@@ -155,8 +159,8 @@ ticks_of() {
 	echo "$t"
 }
 busy_ticks() {
-	local u n s i w q sq st
-	read -r _ u n s i w q sq st _ </proc/stat
+	local u n s q sq st
+	read -r _ u n s _ _ q sq st _ </proc/stat
 	echo $((u + n + s + q + sq + st))
 }
 snap() {
