@@ -11,7 +11,7 @@
 #        one level of 1000×1000 = 1,000,000 tiles; layers with metatile
 #        16 16 get 256 tiles per upstream request (a 256×256 PNG).
 #   t64: the same with tile_size 64 (extent 0 0 64000 64000): 1,000,000
-#        tiles of 64×64 px, ~2.4 KB each, so that they live in Badger's
+#        tiles of 64×64 px, ~1.4 KB on average, so that they live in Badger's
 #        value log like real tiles (values over 512 bytes do); a 1024×1024
 #        PNG per upstream request.
 #
