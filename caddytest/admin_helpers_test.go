@@ -1,10 +1,10 @@
 package caddytest
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
+	"github.com/tilecache/caddy-tilecache/seeder"
 	"net/url"
 	"strings"
 	"sync"
@@ -82,41 +82,18 @@ func rest(t *testing.T, method, path, contentType, body string) answer {
 
 func restAs(t *testing.T, user, pass, method, path, contentType, body string) answer {
 	t.Helper()
-	req, err := http.NewRequest(method, restURL(path), strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
+	var hdr []string
 	if user != "" {
-		req.SetBasicAuth(user, pass)
+		hdr = append(hdr, "Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(user+":"+pass)))
 	}
 	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
+		hdr = append(hdr, "Content-Type", contentType)
 	}
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return answer{resp.StatusCode, resp.Header, b}
+	return rawREST(t, method, path, body, hdr...)
 }
 
-// taskInfo is the task resource's JSON.
-type taskInfo struct {
-	ID          int64  `json:"id"`
-	State       string `json:"state"`
-	Status      int64  `json:"status"`
-	Processed   int64  `json:"processed"`
-	Total       int64  `json:"total"`
-	Remaining   int64  `json:"remaining"`
-	FailedTiles int64  `json:"failedTiles"`
-	Failures    int64  `json:"failures"`
-	LastError   string `json:"lastError"`
-	Threads     int    `json:"threadCount"`
-	Gridset     string `json:"gridSetId"`
-	Format      string `json:"format"`
-	Type        string `json:"type"`
-}
+// taskInfo is the task resource's JSON: the seeder's own type.
+type taskInfo = seeder.Info
 
 // submit POSTs a seed request and returns the task's resource path.
 func submit(t *testing.T, layer, ext, body string) string {

@@ -64,7 +64,13 @@ type answer struct {
 
 func do(t *testing.T, method, u string, hdr ...string) answer {
 	t.Helper()
-	req, err := http.NewRequest(method, u, nil)
+	return doBody(t, method, u, "", hdr...)
+}
+
+// doBody sends one request with exactly the given headers and body.
+func doBody(t *testing.T, method, u, body string, hdr ...string) answer {
+	t.Helper()
+	req, err := http.NewRequest(method, u, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,11 +82,11 @@ func do(t *testing.T, method, u string, hdr ...string) answer {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	got, err := io.ReadAll(resp.Body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return answer{resp.StatusCode, resp.Header, body}
+	return answer{resp.StatusCode, resp.Header, got}
 }
 
 func get(t *testing.T, u string, hdr ...string) answer { t.Helper(); return do(t, "GET", u, hdr...) }

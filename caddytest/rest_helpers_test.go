@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
-	"io"
+	"github.com/tilecache/caddy-tilecache/seeder"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -130,24 +130,8 @@ func (e *restEnv) kill(layer, value string) answer {
 	return e.rest("POST", p, "application/x-www-form-urlencoded", "kill_all="+url.QueryEscape(value))
 }
 
-// restTask is the task resource's JSON, with the fields these tests check.
-type restTask struct {
-	ID         int64       `json:"id"`
-	Layer      string      `json:"layer"`
-	Type       string      `json:"type"`
-	State      string      `json:"state"`
-	Status     int64       `json:"status"`
-	Gridset    string      `json:"gridSetId"`
-	Format     string      `json:"format"`
-	Parameters [][2]string `json:"parameters"`
-	ZoomStart  int         `json:"zoomStart"`
-	ZoomStop   int         `json:"zoomStop"`
-	Bounds     [4]float64  `json:"bounds"`
-	Threads    int         `json:"threadCount"`
-	Processed  int64       `json:"processed"`
-	Total      int64       `json:"total"`
-	Remaining  int64       `json:"remaining"`
-}
+// restTask is the task resource's JSON: the seeder's own type.
+type restTask = seeder.Info
 
 func (e *restEnv) task(path string) restTask {
 	e.t.Helper()
@@ -198,20 +182,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // headers (no credentials unless among them).
 func rawREST(t *testing.T, method, path string, body string, hdr ...string) answer {
 	t.Helper()
-	req, err := http.NewRequest(method, restURL(path), strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return answer{resp.StatusCode, resp.Header, b}
+	return doBody(t, method, restURL(path), body, hdr...)
 }
 
 // mustPlain asserts an error answer: the status, and a body of one
@@ -291,23 +262,4 @@ func tileResult(t *testing.T, layer, gs string, x, y int64, z int, extra ...stri
 		t.Fatalf("tile %s %s %d/%d/%d %v: %d %q", layer, gs, z, x, y, extra, a.status, truncate(a.body))
 	}
 	return a.header.Get("Geowebcache-Cache-Result")
-}
-
-// doBody is helpers_test.go's do with a request body.
-func doBody(t *testing.T, method, u, body string, hdr ...string) answer {
-	t.Helper()
-	req, err := http.NewRequest(method, u, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return answer{resp.StatusCode, resp.Header, b}
 }

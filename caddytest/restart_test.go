@@ -2,6 +2,7 @@ package caddytest
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"image"
@@ -123,19 +124,11 @@ http://localhost:%d {
 
 func procREST(t *testing.T, method, path, body string) answer {
 	t.Helper()
-	req, _ := http.NewRequest(method, fmt.Sprintf("http://localhost:%d/geowebcache%s", procPort, path), strings.NewReader(body))
-	req.SetBasicAuth(adminUser, adminPass)
+	hdr := []string{"Authorization", "Basic " + base64.StdEncoding.EncodeToString([]byte(adminUser+":"+adminPass))}
 	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
+		hdr = append(hdr, "Content-Type", "application/json")
 	}
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var b bytes.Buffer
-	b.ReadFrom(resp.Body)
-	return answer{resp.StatusCode, resp.Header, b.Bytes()}
+	return doBody(t, method, fmt.Sprintf("http://localhost:%d/geowebcache%s", procPort, path), body, hdr...)
 }
 
 // runResumeTest seeds level 4 of EPSG:4326 (512 tiles, 32 metatiles, one
