@@ -14,7 +14,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/tilecache/caddy-tilecache/module/tilecache"
 	"github.com/tilecache/caddy-tilecache/seeder"
 )
 
@@ -233,7 +232,7 @@ func (h *Handler) massTruncate(w http.ResponseWriter, r *http.Request) error {
 	switch m.XMLName.Local {
 	case "truncateLayer":
 		layer := strings.TrimSpace(*m.LayerName)
-		c, err := tilecache.Lookup(h.Cache)
+		c, err := h.cache()
 		if err != nil {
 			return plain(w, http.StatusServiceUnavailable, err.Error())
 		}

@@ -157,34 +157,31 @@ var fixtureSeq atomic.Int64
 func newFixture(tb testing.TB) *fixture {
 	tb.Helper()
 	name := fmt.Sprintf("fuzz%d-%d", time.Now().UnixNano(), fixtureSeq.Add(1))
-	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
-	tb.Cleanup(cancel)
-	one := 1
-	tc := &tilecache.Handler{
-		Name:            name,
-		Upstream:        "http://127.0.0.1:1/wms",
-		Storage:         tb.TempDir(),
-		Timeout:         caddy.Duration(time.Second),
-		BreakerFailures: &one,
-		BreakerCooldown: caddy.Duration(time.Hour),
+	c, err := tilecache.NewCache(name, tilecache.Config{
+		Upstream: "http://127.0.0.1:1/wms",
+		Storage:  tb.TempDir(),
+		Timeout:  caddy.Duration(time.Second),
+		Breaker:  &tilecache.BreakerConfig{Failures: 1, Cooldown: caddy.Duration(time.Hour)},
 		Layers: []tilecache.LayerConfig{
 			{Name: "test:a", Gridsets: []string{"EPSG:4326", "EPSG:900913"},
 				Parameters: []params.FilterConfig{{Key: "STYLES", Values: []string{"", "population"}}}},
 			{Name: "test:q", Gridsets: []string{"EPSG:4326"},
 				Parameters: []params.FilterConfig{{Key: "CQL_FILTER", Default: "INCLUDE", Regex: ".*"}}},
 		},
-	}
-	if err := tc.Provision(ctx); err != nil {
+	}, zap.NewNop())
+	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { tc.Cleanup() })
+	tb.Cleanup(func() { c.Release() })
 	e, err := seeder.Acquire(name, seeder.Config{Workers: 1, History: 10,
 		Retry: seeder.RetryPolicy{Retries: 0, Wait: time.Millisecond, MaxFailures: 0}}, zap.NewNop())
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { e.Release() })
+	e.Attach(c)
 	h := &Handler{Cache: name, Workers: 1, History: 10, MaxTasks: 2, MaxBody: 64 << 10, engine: e, log: zap.NewNop()}
+	h.bound.Store(c)
 	if err := h.Validate(); err != nil {
 		tb.Fatal(err)
 	}

@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -52,7 +54,10 @@ type Handler struct {
 	MaxParamLength  int   `json:"max_param_length,omitempty"`
 
 	engine *seeder.Engine
+	app    *tilecache.App
 	log    *zap.Logger
+	mu     sync.Mutex // serialises binding
+	bound  atomic.Pointer[tilecache.Cache]
 }
 
 // CaddyModule returns the Caddy module information.
@@ -86,6 +91,11 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if h.MaxFailures != nil {
 		retry.MaxFailures = *h.MaxFailures
 	}
+	app, err := tilecache.AppOf(ctx)
+	if err != nil {
+		return err
+	}
+	h.app = app
 	e, err := seeder.Acquire(h.Cache, seeder.Config{Workers: h.Workers, Retry: retry, History: h.History,
 		CheckpointInterval: time.Duration(h.CheckpointInterval)},
 		caddy.Log().Named("tile_cache.seeder").With(zap.String("cache", h.Cache)))
@@ -93,7 +103,34 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	h.engine = e
+	// The cache may be defined by a tile_cache handler Caddy provisions
+	// after this one: it is looked up when the config starts.
+	app.OnStart(func() error {
+		_, err := h.cache()
+		return err
+	})
 	return nil
+}
+
+// cache returns the cache the interface works on, binding the seeding
+// engine to it on first use: at Start, or on a request that came in
+// before the tile_cache app started.
+func (h *Handler) cache() (*tilecache.Cache, error) {
+	if c := h.bound.Load(); c != nil {
+		return c, nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if c := h.bound.Load(); c != nil {
+		return c, nil
+	}
+	c, err := h.app.Cache(h.Cache)
+	if err != nil {
+		return nil, fmt.Errorf("tile_cache_admin: %w", err)
+	}
+	h.engine.Attach(c)
+	h.bound.Store(c)
+	return c, nil
 }
 
 // Validate checks the configuration.
@@ -110,12 +147,17 @@ func (h *Handler) Validate() error {
 	return nil
 }
 
-// Cleanup releases the engine; the last config using it stops it.
+// Cleanup releases the engine (the last config using it stops it, saving
+// its tasks), then lets go of the cache.
 func (h *Handler) Cleanup() error {
-	if h.engine != nil {
-		return h.engine.Release()
+	if h.engine == nil {
+		return nil
 	}
-	return nil
+	err := h.engine.Release()
+	if c := h.bound.Load(); c != nil {
+		h.engine.Detach(c)
+	}
+	return err
 }
 
 // route is where a request goes under /rest/.
@@ -132,6 +174,9 @@ type route struct {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	if oddRESTPath(originalPath(r)) { // limits.go
 		return plain(w, http.StatusNotFound, "no such resource: dot segments and encoded slashes are not accepted in REST paths")
+	}
+	if _, err := h.cache(); err != nil {
+		return plain(w, http.StatusServiceUnavailable, err.Error())
 	}
 	rt, ok, err := parsePath(r.URL.EscapedPath())
 	if !ok {
@@ -252,7 +297,7 @@ func allow(w http.ResponseWriter, r *http.Request, methods ...string) bool {
 }
 
 func (h *Handler) knownLayer(w http.ResponseWriter, layer string) bool {
-	c, err := tilecache.Lookup(h.Cache)
+	c, err := h.cache()
 	if err != nil {
 		plain(w, http.StatusServiceUnavailable, err.Error())
 		return false

@@ -11,8 +11,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/tilecache/caddy-tilecache/module/tilecache"
 )
 
 // The task page: one HTML document with its script and styles inlined, a
@@ -101,7 +99,7 @@ type paramInfo struct {
 // gridsets, formats and parameter filters, sorted by name. GeoWebCache's
 // REST contract has no such list; the task page needs one to offer layers.
 func (h *Handler) layers(w http.ResponseWriter) error {
-	c, err := tilecache.Lookup(h.Cache)
+	c, err := h.cache()
 	if err != nil {
 		return plain(w, http.StatusServiceUnavailable, err.Error())
 	}

@@ -24,6 +24,8 @@ type fakeWMS struct {
 	*httptest.Server
 	getMaps atomic.Int64 // GetMap requests seen
 	others  atomic.Int64 // every other request (pass-through traffic)
+	// inFlight GetMaps now; maxInFlight the most there ever were at once.
+	inFlight, maxInFlight atomic.Int64
 
 	// failNext makes the next N GetMaps answer 500, whatever the mode.
 	failNext atomic.Int64
@@ -79,6 +81,10 @@ func (f *fakeWMS) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.getMaps.Add(1)
+	n := f.inFlight.Add(1)
+	defer f.inFlight.Add(-1)
+	for m := f.maxInFlight.Load(); n > m && !f.maxInFlight.CompareAndSwap(m, n); m = f.maxInFlight.Load() {
+	}
 	f.mu.Lock()
 	mode, delay := f.mode, f.delay
 	f.lastGet = r.URL.RawQuery

@@ -24,8 +24,14 @@ var client = &http.Client{Transport: &http.Transport{DisableCompression: true, M
 // does not become the active config.
 func load(t *testing.T, caddyfile string) {
 	t.Helper()
+	loadWhole(t, globalOptions()+caddyfile)
+}
+
+// loadWhole is load for a Caddyfile that brings its own global options.
+func loadWhole(t *testing.T, caddyfile string) {
+	t.Helper()
 	tester := caddytest.NewTester(t)
-	tester.InitServer(globalOptions()+caddyfile, "caddyfile")
+	tester.InitServer(caddyfile, "caddyfile")
 	if t.Failed() {
 		t.FailNow()
 	}

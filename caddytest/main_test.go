@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,8 +83,9 @@ func startCaddy() error {
 }
 
 // globalOptions is the head of every test Caddyfile: the admin address the
-// harness talks to, loopback-only ports, and no waiting on shutdown.
-func globalOptions() string {
+// harness talks to, loopback-only ports, and no waiting on shutdown; extra
+// global options (the tile_cache app's caches) go in the same block.
+func globalOptions(extra ...string) string {
 	return fmt.Sprintf(`{
 	admin %s
 	http_port %d
@@ -94,8 +96,9 @@ func globalOptions() string {
 	log {
 		level WARN
 	}
+	%s
 }
-`, adminAddr, httpPort)
+`, adminAddr, httpPort, strings.Join(extra, "\n\t"))
 }
 
 func storageDir(t *testing.T) string {

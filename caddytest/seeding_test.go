@@ -1,6 +1,7 @@
 package caddytest
 
 import (
+	"github.com/caddyserver/caddy/v2"
 	"testing"
 	"time"
 
@@ -179,19 +180,33 @@ func TestUserMissJoinsTheSeedersFetch(t *testing.T) {
 	}
 }
 
-func cacheStore(t *testing.T) *store.Badger {
+// currentCache is the running config's cache named name.
+func currentCache(t *testing.T, name string) *tilecache.Cache {
 	t.Helper()
-	c, err := tilecache.Lookup(tilecache.DefaultName)
+	app, err := tilecache.AppOf(caddy.ActiveContext())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c.Store()
+	c, err := app.Cache(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// cacheStore is the default cache's Badger store.
+func cacheStore(t *testing.T) *store.Badger {
+	t.Helper()
+	b, ok := currentCache(t, tilecache.DefaultName).Store().(*store.Badger)
+	if !ok {
+		t.Fatal("the default cache's store is not a Badger")
+	}
+	return b
 }
 
 func defaultParamsHash(t *testing.T, layer string) string {
 	t.Helper()
-	c, _ := tilecache.Lookup(tilecache.DefaultName)
-	l, ok := c.Layer(layer)
+	l, ok := currentCache(t, tilecache.DefaultName).Layer(layer)
 	if !ok {
 		t.Fatalf("no layer %s", layer)
 	}

@@ -29,9 +29,9 @@ type Config struct {
 	CheckpointInterval time.Duration
 }
 
-// Engine runs the tasks of one tile_cache. It outlives config reloads (it is
-// shared through a caddy.UsagePool keyed by the cache's name), so a reload
-// neither loses nor duplicates running tasks.
+// Engine runs the tasks of one named cache. It outlives config reloads (it
+// is shared through a caddy.UsagePool keyed by the cache's name), so a
+// reload neither loses nor duplicates running tasks.
 type Engine struct {
 	cacheName string
 	log       *zap.Logger
@@ -40,10 +40,15 @@ type Engine struct {
 	running   sync.WaitGroup // workers and their units
 	loops     sync.WaitGroup // the checkpoint loop
 
-	mu       sync.Mutex
-	storeDir string        // the store the active tasks belong to
-	st       *store.Badger // our own use of it, so it outlives the cache's for a last checkpoint
-	maxID    int64         // the highest task id handed out
+	mu sync.Mutex
+	// attached are the caches of the configs that drive the engine, oldest
+	// first; the newest is the one it works with. During a reload the new
+	// config attaches before the old one detaches, and a failed reload
+	// detaches the new one again. Each is retained, so its store stays
+	// open while the engine may write a checkpoint to it.
+	attached []*tilecache.Cache
+	st       store.Store // the store the active tasks belong to
+	maxID    int64       // the highest task id handed out
 	cfg      Config
 	busy     int
 	active   []*Task // pending and running, by id
@@ -121,48 +126,70 @@ func (e *Engine) Destruct() error {
 	e.loops.Wait()
 	e.mu.Lock()
 	active := append([]*Task(nil), e.active...)
-	st := e.st
 	e.mu.Unlock()
 	e.persist(active...)
-	if st != nil {
-		return st.Release()
+	e.mu.Lock()
+	attached := e.attached
+	e.attached = nil
+	e.mu.Unlock()
+	var errs []error
+	for _, c := range attached {
+		errs = append(errs, c.Release())
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
-func (e *Engine) cache() (*tilecache.Handler, error) { return tilecache.Lookup(e.cacheName) }
+// Attach makes c the cache the engine works with, until a newer one is
+// attached or c is detached. Tasks saved in its store resume at once.
+func (e *Engine) Attach(c *tilecache.Cache) {
+	c.Retain()
+	e.mu.Lock()
+	e.attached = append(e.attached, c)
+	e.mu.Unlock()
+	e.current()
+}
+
+// Detach forgets c; the engine goes back to the newest cache still
+// attached. A cache it does not know (already let go) is ignored.
+func (e *Engine) Detach(c *tilecache.Cache) {
+	e.mu.Lock()
+	i := slices.Index(e.attached, c)
+	if i >= 0 {
+		e.attached = slices.Delete(e.attached, i, i+1)
+	}
+	e.mu.Unlock()
+	if i >= 0 {
+		c.Release()
+	}
+}
+
+// errNoCache: the engine is not attached to any cache (its config is
+// gone, or not started yet).
+var errNoCache = errors.New("the tile cache is not available")
 
 // current returns the cache, first making sure the engine's tasks belong to
 // its store. Task ids come from the store, so when a reload points the
-// cache at another directory, the tasks of the old one (whose ids the new
+// cache at another store, the tasks of the old one (whose ids the new
 // store knows nothing of) are stopped and forgotten.
-func (e *Engine) current() (*tilecache.Handler, error) {
-	c, err := e.cache()
-	if err != nil {
-		return nil, err
-	}
-	dir := c.Store().Dir()
+func (e *Engine) current() (*tilecache.Cache, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.storeDir != dir {
-		if e.storeDir != "" {
+	if len(e.attached) == 0 {
+		return nil, errNoCache
+	}
+	c := e.attached[len(e.attached)-1]
+	if st := c.Store(); e.st == nil || e.st.Name() != st.Name() {
+		if e.st != nil {
 			e.log.Info("tile store changed: stopping the old store's tasks",
-				zap.String("old", e.storeDir), zap.String("new", dir))
+				zap.String("old", e.st.Name()), zap.String("new", st.Name()))
 		}
 		// The old store's tasks stop (their checkpoints stay in the old
 		// store, where they resume if the cache ever returns to it).
 		for _, t := range e.active {
-			t.stopped.Store(true)
+			t.halt(true)
 		}
 		e.active, e.history, e.byID = nil, nil, map[int64]*Task{}
-		e.storeDir = dir
-		if e.st != nil {
-			e.st.Release()
-		}
-		if e.st, err = store.Open(dir, store.Options{}); err != nil {
-			e.storeDir = ""
-			return nil, err
-		}
+		e.st = st
 		e.loadLocked(c)
 		e.scheduleLocked()
 	}
@@ -170,9 +197,9 @@ func (e *Engine) current() (*tilecache.Handler, error) {
 }
 
 // nextID draws the next task id from the store, skipping any the engine
-// has already handed out: after a reload onto another store directory,
-// that store's sequence starts again at 1, yet an id must never be reused.
-func (e *Engine) nextID(c *tilecache.Handler) (int64, error) {
+// has already handed out: after a reload onto another store, that
+// store's sequence starts again at 1, yet an id must never be reused.
+func (e *Engine) nextID(c *tilecache.Cache) (int64, error) {
 	for {
 		id, err := c.Store().NextID("task")
 		if err != nil {
@@ -204,7 +231,8 @@ func (e *Engine) Submit(spec Spec) (*Task, error) {
 	if err != nil {
 		return nil, fmt.Errorf("allocating a task id: %w", err)
 	}
-	t := &Task{ID: id, Spec: spec, created: time.Now(), storeDir: c.Store().Dir()}
+	t := newTask(e.ctx, id, c.Store())
+	t.Spec, t.created = spec, time.Now()
 	for _, r := range spec.Ranges {
 		t.Total += r.Count()
 	}
@@ -342,7 +370,7 @@ func (e *Engine) abort(t *Task, reason string) {
 		t.reason = reason
 	}
 	e.removeActiveLocked(t)
-	t.killed.Store(true)
+	t.halt(false)
 	e.mu.Unlock()
 	e.log.Warn("task aborted", zap.Int64("id", t.ID), zap.String("reason", reason))
 }
@@ -359,6 +387,7 @@ func (e *Engine) finishLocked(t *Task) {
 	}
 	e.removeActiveLocked(t)
 	t.finished = time.Now()
+	t.cancel() // frees the task's context; it is done
 	if t.killed.Load() {
 		t.state = Aborted
 	} else {
@@ -385,7 +414,9 @@ func (e *Engine) saveFinal(t *Task, evicted []int64) {
 	st := e.st
 	e.mu.Unlock()
 	for _, id := range evicted {
-		st.DeleteTask(id)
+		if st != nil {
+			st.DeleteTask(id)
+		}
 	}
 }
 
@@ -405,7 +436,7 @@ var stopped = outcome{stopped: true}
 // fetched is called once the unit no longer needs the upstream.
 func (e *Engine) runUnit(t *Task, u unit, fetched func()) (outcome, error) {
 	n := u.tiles.Count()
-	c, err := e.cache()
+	c, err := e.current()
 	if err != nil {
 		return stopped, err
 	}
@@ -415,7 +446,8 @@ func (e *Engine) runUnit(t *Task, u unit, fetched func()) (outcome, error) {
 		for _, set := range t.Spec.Sets {
 			if _, err := c.Store().DeleteRange(set, u.z, u.tiles, t.killed.Load); err != nil {
 				o.failed += n
-				if err := e.failed(t, n, err); err != nil {
+				t.failedTiles.Add(n)
+				if err := e.failure(t, err); err != nil {
 					return o, err
 				}
 				continue
@@ -449,7 +481,7 @@ func (e *Engine) runUnit(t *Task, u unit, fetched func()) (outcome, error) {
 	}
 	wait := t.Spec.Retry.Wait
 	for attempt := 0; ; attempt++ {
-		res, err := c.FetchMetaNotify(e.ctx, m, tilecache.PrioritySeed, fetched)
+		res, err := c.Fetch(t.ctx, m, tilecache.PrioritySeed, fetched)
 		if err == nil && res.StoreErr != nil {
 			err = fmt.Errorf("storing: %w", res.StoreErr)
 		}
@@ -457,8 +489,8 @@ func (e *Engine) runUnit(t *Task, u unit, fetched func()) (outcome, error) {
 			t.processed.Add(n)
 			return outcome{processed: n}, nil
 		}
-		if e.ctx.Err() != nil || t.killed.Load() {
-			return stopped, nil // stopping: the metatile is simply not done
+		if t.ctx.Err() != nil {
+			return stopped, nil // killed or stopping: the metatile is simply not done
 		}
 		if errors.Is(err, tilecache.ErrBreakerOpen) {
 			// The upstream is down (the cache's circuit breaker is open):
@@ -468,45 +500,32 @@ func (e *Engine) runUnit(t *Task, u unit, fetched func()) (outcome, error) {
 			e.mu.Lock()
 			t.lastErr = err.Error()
 			e.mu.Unlock()
-			for {
-				ctx, cancel := context.WithTimeout(e.ctx, 100*time.Millisecond)
-				ready := c.UpstreamReady(ctx)
-				cancel()
-				if ready == nil {
-					break
-				}
-				if e.ctx.Err() != nil || t.killed.Load() {
-					return stopped, nil
-				}
+			if c.UpstreamReady(t.ctx) != nil {
+				return stopped, nil
 			}
 			attempt--
 			continue
 		}
-		total := t.failures.Add(1)
-		e.mu.Lock()
-		t.lastErr = err.Error()
-		e.mu.Unlock()
-		if total > t.Spec.Retry.MaxFailures {
+		abort := e.failure(t, err)
+		if abort != nil || attempt >= t.Spec.Retry.Retries {
 			t.failedTiles.Add(n)
-			return outcome{failed: n}, fmt.Errorf("%w: %d failed attempts, last: %v", errTooManyFailures, total, err)
+			if abort == nil {
+				e.log.Warn("metatile failed", zap.Int64("task", t.ID), zap.Int("z", u.z),
+					zap.Int64("x", u.tiles.MinX), zap.Int64("y", u.tiles.MinY), zap.Error(err))
+			}
+			return outcome{failed: n}, abort
 		}
-		if attempt >= t.Spec.Retry.Retries {
-			t.failedTiles.Add(n)
-			e.log.Warn("metatile failed", zap.Int64("task", t.ID), zap.Int("z", u.z),
-				zap.Int64("x", u.tiles.MinX), zap.Int64("y", u.tiles.MinY), zap.Error(err))
-			return outcome{failed: n}, nil
-		}
-		if !e.sleep(t, wait) {
+		if !sleep(t.ctx, wait) {
 			return stopped, nil
 		}
 		wait = min(wait*2, time.Minute)
 	}
 }
 
-// failed counts a failure that will not be retried.
-func (e *Engine) failed(t *Task, n int64, err error) error {
+// failure counts one failed attempt of a task; past the task's limit it
+// returns the error that aborts it.
+func (e *Engine) failure(t *Task, err error) error {
 	total := t.failures.Add(1)
-	t.failedTiles.Add(n)
 	e.mu.Lock()
 	t.lastErr = err.Error()
 	e.mu.Unlock()
@@ -516,21 +535,21 @@ func (e *Engine) failed(t *Task, n int64, err error) error {
 	return nil
 }
 
-// sleep waits d unless the task is killed or the engine stops first.
-func (e *Engine) sleep(t *Task, d time.Duration) bool {
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if t.killed.Load() || e.ctx.Err() != nil {
-			return false
-		}
-		time.Sleep(min(50*time.Millisecond, time.Until(deadline)))
+// sleep waits d unless ctx ends first; it reports whether it waited.
+func sleep(ctx context.Context, d time.Duration) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return true
+	case <-ctx.Done():
+		return false
 	}
-	return !t.killed.Load()
 }
 
 // allFresh reports whether every tile of the unit is stored and within
 // the layer's server expiry: only then may `seed` skip the metatile.
-func (e *Engine) allFresh(c *tilecache.Handler, l *tilecache.Layer, set store.Set, u unit) bool {
+func (e *Engine) allFresh(c *tilecache.Cache, l *tilecache.Layer, set store.Set, u unit) bool {
 	keys := make([]store.Key, 0, u.tiles.Count())
 	for y := u.tiles.MinY; y <= u.tiles.MaxY; y++ {
 		for x := u.tiles.MinX; x <= u.tiles.MaxX; x++ {

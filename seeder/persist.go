@@ -1,6 +1,7 @@
 package seeder
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"sync"
@@ -51,8 +52,8 @@ func (c *checkpoint) snapshot() (next, processed, failed int64) {
 	return c.next, c.processed, c.failed
 }
 
-// record is a task as stored in Badger.
-type record struct {
+// saved is a task as the store keeps it.
+type saved struct {
 	Layer     string
 	Gridset   string
 	Format    string
@@ -79,9 +80,9 @@ type record struct {
 	Reason      string    `json:",omitempty"`
 }
 
-// recordLocked captures t for storage; e.mu is held.
-func (t *Task) recordLocked() record {
-	r := record{
+// savedLocked captures t for storage; e.mu is held.
+func (t *Task) savedLocked() saved {
+	r := saved{
 		Layer: t.Spec.Layer, Gridset: t.Spec.Gridset, Format: t.Spec.Format, Params: t.Spec.Params.Pairs(),
 		Type: t.Spec.Type, ZoomStart: t.Spec.ZoomStart, ZoomStop: t.Spec.ZoomStop, Ranges: t.Spec.Ranges,
 		Bounds: t.Spec.Bounds, Threads: t.Spec.Threads, Retry: t.Spec.Retry, Sets: t.Spec.Sets,
@@ -96,26 +97,24 @@ func (t *Task) recordLocked() record {
 	return r
 }
 
-// persist writes the records of the given tasks to the cache's store.
+// persist saves the given tasks in the cache's store.
 func (e *Engine) persist(tasks ...*Task) {
 	if len(tasks) == 0 {
 		return
 	}
 	e.mu.Lock()
 	st := e.st
-	e.mu.Unlock()
 	if st == nil {
+		e.mu.Unlock()
 		return
 	}
-	dir := st.Dir()
-	e.mu.Lock()
-	recs := make([]record, len(tasks))
+	recs := make([]saved, len(tasks))
 	for i, t := range tasks {
-		recs[i] = t.recordLocked()
+		recs[i] = t.savedLocked()
 	}
 	e.mu.Unlock()
 	for i, t := range tasks {
-		if t.storeDir != dir {
+		if t.store != st.Name() {
 			continue // the cache has moved on; this task belongs to the old store
 		}
 		b, err := json.Marshal(recs[i])
@@ -153,19 +152,19 @@ func (e *Engine) checkpointLoop(every time.Duration) {
 // loadLocked brings back the tasks saved in the cache's store: finished
 // ones into the history, the others pending again, resuming from their
 // checkpoints. e.mu is held.
-func (e *Engine) loadLocked(c *tilecache.Handler) {
+func (e *Engine) loadLocked(c *tilecache.Cache) {
 	st := e.st
 	var finished []*Task
 	var stale []int64
 	err := st.Tasks(func(id int64, b []byte) error {
 		e.maxID = max(e.maxID, id)
-		var r record
+		var r saved
 		if err := json.Unmarshal(b, &r); err != nil {
 			e.log.Warn("unreadable task record dropped", zap.Int64("task", id), zap.Error(err))
 			stale = append(stale, id)
 			return nil
 		}
-		t, err := restore(c, id, r)
+		t, err := restore(e.ctx, c, id, r)
 		if err != nil {
 			e.log.Warn("task cannot resume", zap.Int64("task", id), zap.Error(err))
 			t.state, t.reason, t.finished = Aborted, err.Error(), time.Now()
@@ -199,17 +198,16 @@ func (e *Engine) loadLocked(c *tilecache.Handler) {
 	}
 }
 
-// restore rebuilds a task from its record, against the layer's current
+// restore rebuilds a saved task, against the layer's current
 // configuration (parameter values are normalised again).
-func restore(c *tilecache.Handler, id int64, r record) (*Task, error) {
-	t := &Task{
-		ID: id, Total: r.Total, state: r.State, created: r.Created, started: r.Started, storeDir: c.Store().Dir(),
-		finished: r.Finished, lastErr: r.LastError, reason: r.Reason,
-		Spec: Spec{
-			Layer: r.Layer, Gridset: r.Gridset, Format: r.Format, Type: r.Type,
-			ZoomStart: r.ZoomStart, ZoomStop: r.ZoomStop, Ranges: r.Ranges, Bounds: r.Bounds,
-			Threads: r.Threads, Retry: r.Retry, Sets: r.Sets,
-		},
+func restore(engine context.Context, c *tilecache.Cache, id int64, r saved) (*Task, error) {
+	t := newTask(engine, id, c.Store())
+	t.Total, t.state, t.created, t.started = r.Total, r.State, r.Created, r.Started
+	t.finished, t.lastErr, t.reason = r.Finished, r.LastError, r.Reason
+	t.Spec = Spec{
+		Layer: r.Layer, Gridset: r.Gridset, Format: r.Format, Type: r.Type,
+		ZoomStart: r.ZoomStart, ZoomStop: r.ZoomStop, Ranges: r.Ranges, Bounds: r.Bounds,
+		Threads: r.Threads, Retry: r.Retry, Sets: r.Sets,
 	}
 	t.processed.Store(r.Processed)
 	t.failedTiles.Store(r.FailedTiles)

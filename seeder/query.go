@@ -17,7 +17,7 @@ func (e *Engine) List(layer string) [][5]int64 {
 	out := make([][5]int64, 0, len(e.active))
 	for _, t := range e.active {
 		if (layer == "" || t.Spec.Layer == layer) && !t.killed.Load() {
-			out = append(out, t.record(t.state))
+			out = append(out, t.row(t.state))
 		}
 	}
 	return out
@@ -67,7 +67,7 @@ func (e *Engine) Kill(layer string, which Which) (killed, finished []Summary) {
 		}
 		pending := t.state == Pending
 		if which == KillAll || (which == KillPending) == pending {
-			t.killed.Store(true)
+			t.halt(false)
 			t.reason = "killed"
 			e.removeActiveLocked(t)
 			if pending {
@@ -113,7 +113,7 @@ func (e *Engine) Info(id int64) (Info, bool) {
 	if t.killed.Load() && state != Aborted && t.workers == 0 {
 		state = Aborted
 	}
-	rec := t.record(state)
+	rec := t.row(state)
 	in := Info{
 		ID: t.ID, Layer: t.Spec.Layer, Type: t.Spec.Type.String(), State: state.String(), Status: int64(state),
 		Gridset: t.Spec.Gridset, Format: t.Spec.Format, Parameters: t.Spec.Params.Pairs(),

@@ -4,6 +4,7 @@
 package seeder
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -109,7 +110,11 @@ type Task struct {
 	failures    atomic.Int64
 	killed      atomic.Bool
 	stopped     atomic.Bool // its store is no longer the cache's: stop, unfinished
-	storeDir    string      // the store it belongs to
+	store       string      // the name of the store it belongs to
+	// ctx ends when the task is killed or stopped, or the engine stops:
+	// every wait of its workers (the upstream, a retry's pause) ends with it.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	// Guarded by the engine's mutex.
 	state    State
@@ -124,8 +129,26 @@ type Task struct {
 	cp   checkpoint
 }
 
-// Record is the task's [processed, total, remaining, id, status] row.
-func (t *Task) record(state State) [5]int64 {
+func newTask(engine context.Context, id int64, st store.Store) *Task {
+	t := &Task{ID: id, store: st.Name()}
+	t.ctx, t.cancel = context.WithCancel(engine)
+	return t
+}
+
+// halt stops the task's workers at their next metatile boundary: killed
+// (it ends ABORTED), or stopped (its store went away; it stays unfinished).
+func (t *Task) halt(stopped bool) {
+	if stopped {
+		t.stopped.Store(true)
+	} else {
+		t.killed.Store(true)
+	}
+	t.cancel()
+}
+
+// row is the task's [processed, total, remaining, id, status] row of a
+// task listing.
+func (t *Task) row(state State) [5]int64 {
 	p := min(t.processed.Load(), t.Total)
 	return [5]int64{p, t.Total, t.Total - p, t.ID, int64(state)}
 }

@@ -388,3 +388,32 @@ func (g *Gridset) FromLonLat(b BBox) (out BBox, ok bool) {
 	}
 	return BBox{}, false
 }
+
+// ToLonLat unprojects a box of a geographic or spherical Mercator gridset
+// into WGS84 lon/lat; ok is false for any other CRS, which this package
+// cannot unproject.
+func (g *Gridset) ToLonLat(b BBox) (out BBox, ok bool) {
+	switch CanonicalSRS(g.SRS) {
+	case 4326:
+		return b, true
+	case 900913:
+		const r = 6378137.0
+		lon := func(x float64) float64 { return x / r * 180 / math.Pi }
+		lat := func(y float64) float64 { return (2*math.Atan(math.Exp(y/r)) - math.Pi/2) * 180 / math.Pi }
+		return BBox{MinX: lon(b.MinX), MinY: lat(b.MinY), MaxX: lon(b.MaxX), MaxY: lat(b.MaxY)}, true
+	}
+	return BBox{}, false
+}
+
+// Intersect is the part of b inside o; it is inverted (min > max) when
+// they do not overlap.
+func (b BBox) Intersect(o BBox) BBox {
+	return BBox{MinX: math.Max(b.MinX, o.MinX), MinY: math.Max(b.MinY, o.MinY),
+		MaxX: math.Min(b.MaxX, o.MaxX), MaxY: math.Min(b.MaxY, o.MaxY)}
+}
+
+// Union is the smallest box holding both b and o.
+func (b BBox) Union(o BBox) BBox {
+	return BBox{MinX: math.Min(b.MinX, o.MinX), MinY: math.Min(b.MinY, o.MinY),
+		MaxX: math.Max(b.MaxX, o.MaxX), MaxY: math.Max(b.MaxY, o.MaxY)}
+}

@@ -14,23 +14,6 @@ import (
 	"go.uber.org/zap"
 )
 
-// ErrNotFound is returned by Get for a tile that is not stored.
-var ErrNotFound = errors.New("store: tile not found")
-
-// Store is what the tile cache needs from tile storage. The Badger type is
-// the one implementation; the interface keeps the handler and the seeder
-// testable and the storage replaceable.
-type Store interface {
-	// Get returns the tile under k, its image appended to dst[:0].
-	Get(k *Key, dst []byte) (Tile, error)
-	// Put stores the entries atomically where it can (one metatile is one
-	// batch), all stamped with the same time.
-	Put(entries []Entry, at time.Time) error
-	// Has reports which of the keys are stored no earlier than notBefore,
-	// without reading their images.
-	Has(keys []Key, notBefore time.Time) ([]bool, error)
-}
-
 // Badger is a tile store in one Badger database directory.
 type Badger struct {
 	db   *badger.DB
@@ -58,8 +41,6 @@ type Badger struct {
 	seqMu sync.Mutex // guards seqs (sequence.go)
 	seqs  map[string]*badger.Sequence
 }
-
-var _ Store = (*Badger)(nil)
 
 // Options tune a store. Zero values take the defaults.
 type Options struct {
@@ -110,6 +91,9 @@ func (s *Badger) Release() error {
 
 // Dir is the store's absolute directory.
 func (s *Badger) Dir() string { return s.dir }
+
+// Name implements Store: the directory identifies a Badger store.
+func (s *Badger) Name() string { return s.dir }
 
 func open(dir string, o Options) (*Badger, error) {
 	if o.GCInterval <= 0 {

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
@@ -73,16 +72,11 @@ type hitFixture struct {
 
 func newHitFixture(b *testing.B) *hitFixture {
 	b.Helper()
-	h := newTestHandler(b)
-	h.log = zap.NewNop()
-	st, err := store.Open(b.TempDir(), store.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { st.Release() })
-	h.store = st
+	c := openTest(b, newTestHandler(b), nil)
+	st := c.Store()
+	h := handlerOf(b, c, nil)
 
-	l := h.layers["test:a"]
+	l := c.layers["test:a"]
 	g, _ := l.Grid("EPSG:900913")
 	f, _ := l.Format("image/png")
 	set := store.Set{Layer: l.Name, Gridset: g.Name, Format: f.Name, Params: l.Params.Defaults().Hash()}
@@ -214,12 +208,7 @@ func BenchmarkMatchOnly(b *testing.B) {
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		var req wmsRequest
-		if r := h.parseWMS(qs[i], &req); r != "" {
-			b.Fatal(r)
-		}
-		var tr tileRequest
-		if r := h.matchTile(&req, &tr); r != "" {
+		if _, r := match(h, qs[i]); r != "" {
 			b.Fatal(r)
 		}
 		if i++; i == len(qs) {

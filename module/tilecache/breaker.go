@@ -9,13 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-)
-
-// Circuit breaker defaults: this many upstream failures in a row open it,
-// and it stays open this long before one probe request may go through.
-const (
-	defaultBreakerFailures = 5
-	defaultBreakerCooldown = 30 * time.Second
+	"go.uber.org/zap"
 )
 
 // ErrBreakerOpen is what errors.Is finds in a fetch error while the
@@ -78,37 +72,54 @@ const (
 // another cooldown. An upstream that answers, even wrongly (a
 // ServiceException, a 404, a bad image), is up: that resets the count.
 //
-// A nil *breaker is a disabled one: it refuses nothing.
+// A breaker whose threshold is 0 is off: it refuses nothing. One breaker
+// serves a cache name across config reloads (upstream.go).
 type breaker struct {
+	now      func() time.Time
+	opened   prometheus.Counter // closed → open transitions
+	rejected prometheus.Counter // fetches refused
+	log      *zap.Logger
+
+	mu        sync.Mutex
 	threshold int
 	cooldown  time.Duration
-	now       func() time.Time
-	opened    prometheus.Counter // closed → open transitions
-	rejected  prometheus.Counter // fetches refused
-
-	mu       sync.Mutex
-	state    breakerState
-	failures int       // consecutive, while closed
-	until    time.Time // while open: when a probe may go
+	state     breakerState
+	failures  int       // consecutive, while closed
+	until     time.Time // while open: when a probe may go
 	// changed is closed (and replaced) at every state change, waking
 	// UpstreamReady's waiters.
 	changed chan struct{}
 }
 
 func newBreaker(threshold int, cooldown time.Duration, opened, rejected prometheus.Counter) *breaker {
-	if threshold <= 0 {
-		return nil
+	return &breaker{threshold: max(threshold, 0), cooldown: cooldown, now: time.Now,
+		opened: opened, rejected: rejected, log: zap.NewNop(), changed: make(chan struct{})}
+}
+
+// newCacheBreaker is the breaker of the named cache, counted under its name.
+func newCacheBreaker(name string, log *zap.Logger) *breaker {
+	m := metrics()
+	b := newBreaker(0, 0, m.breakerOpens.WithLabelValues(name), m.breakerRejected.WithLabelValues(name))
+	b.log = log
+	return b
+}
+
+// configure applies a config's settings. A breaker turned off, or reset
+// (its upstream changed), closes: its state was about another upstream or
+// another rule.
+func (b *breaker) configure(threshold int, cooldown time.Duration, reset bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.threshold, b.cooldown = max(threshold, 0), cooldown
+	if (reset || b.threshold == 0) && b.state != breakerClosed {
+		b.failures = 0
+		b.setLocked(breakerClosed)
 	}
-	return &breaker{threshold: threshold, cooldown: cooldown, now: time.Now,
-		opened: opened, rejected: rejected, changed: make(chan struct{})}
 }
 
 // check refuses at once while the breaker is open and no probe is due, or
 // while the probe is on its way; it changes nothing (allow takes the probe).
 func (b *breaker) check() error {
-	if b == nil {
-		return nil
-	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.refuseLocked()
@@ -117,9 +128,6 @@ func (b *breaker) check() error {
 // allow decides whether a fetch may go to the upstream now; probe says it
 // is the half-open probe, whose outcome record must be told.
 func (b *breaker) allow() (probe bool, err error) {
-	if b == nil {
-		return false, nil
-	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if err := b.refuseLocked(); err != nil {
@@ -157,17 +165,18 @@ func (b *breaker) refuseLocked() error {
 // says it answered. It returns err, wrapped in a *BreakerOpenError when
 // it is an unavailability and the breaker is open after it.
 func (b *breaker) record(probe, down bool, err error) error {
-	if b == nil {
-		return err
-	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch {
+	case b.threshold == 0:
+		return err
 	case probe && down:
 		b.openLocked()
+		b.log.Warn("upstream circuit breaker probe failed: open again", zap.Duration("cooldown", b.cooldown), zap.Error(err))
 	case probe:
 		b.failures = 0
 		b.setLocked(breakerClosed)
+		b.log.Info("upstream circuit breaker closed: the probe succeeded")
 	case b.state != breakerClosed:
 		// Let through before the breaker opened: it changes nothing now.
 	case down:
@@ -178,6 +187,8 @@ func (b *breaker) record(probe, down bool, err error) error {
 			if b.opened != nil {
 				b.opened.Inc()
 			}
+			b.log.Warn("upstream circuit breaker opened", zap.Int("failures", b.threshold),
+				zap.Duration("cooldown", b.cooldown), zap.Error(err))
 		}
 	default:
 		b.failures = 0
@@ -202,9 +213,6 @@ func (b *breaker) setLocked(s breakerState) {
 // ready waits until a fetch would be let through: the breaker is closed,
 // or open with its probe due. It returns ctx's error if ctx ends first.
 func (b *breaker) ready(ctx context.Context) error {
-	if b == nil {
-		return nil
-	}
 	for {
 		b.mu.Lock()
 		var d time.Duration // 0: wait for the probe's outcome
@@ -238,60 +246,4 @@ func (b *breaker) ready(ctx context.Context) error {
 			return err
 		}
 	}
-}
-
-// UpstreamReady waits while the upstream is considered down (the circuit
-// breaker is open and no probe is due, or the probe is on its way), and
-// returns nil as soon as a fetch would be let through, or ctx's error. A
-// seeder that got an ErrBreakerOpen waits here before trying again.
-func (h *Handler) UpstreamReady(ctx context.Context) error {
-	if h.fetcher == nil {
-		return nil
-	}
-	return h.fetcher.breaker.ready(ctx)
-}
-
-// breakerMetrics are process-wide like the others, by tile_cache name.
-type breakerMetrics struct {
-	opens, rejected *prometheus.CounterVec
-}
-
-var bMetrics = sync.OnceValue(func() *breakerMetrics {
-	const ns, sub = "caddy", "tile_cache"
-	return &breakerMetrics{
-		opens: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
-			Name: "breaker_opens_total", Help: "Times the upstream circuit breaker opened after consecutive failures."}, []string{"cache"}),
-		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
-			Name: "breaker_rejected_total", Help: "Metatile fetches refused without asking the upstream while the circuit breaker was open."}, []string{"cache"}),
-	}
-})
-
-func (m *breakerMetrics) register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.opens, m.rejected} {
-		if err := reg.Register(c); err != nil {
-			var are prometheus.AlreadyRegisteredError
-			if !errors.As(err, &are) {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// buildBreaker builds the handler's breaker from its configuration
-// and registers the breaker metrics.
-func (h *Handler) buildBreaker(reg prometheus.Registerer) (*breaker, error) {
-	m := bMetrics()
-	if err := m.register(reg); err != nil {
-		return nil, err
-	}
-	n := defaultBreakerFailures
-	if h.BreakerFailures != nil {
-		n = *h.BreakerFailures
-	}
-	cool := time.Duration(h.BreakerCooldown)
-	if cool == 0 {
-		cool = defaultBreakerCooldown
-	}
-	return newBreaker(n, cool, m.opens.WithLabelValues(h.Name), m.rejected.WithLabelValues(h.Name)), nil
 }

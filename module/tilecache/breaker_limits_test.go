@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/tilecache/caddy-tilecache/module/gridset"
 )
 
@@ -15,51 +16,57 @@ func TestBreakerAndLimitOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.BreakerFailures == nil || *h.BreakerFailures != 3 || time.Duration(h.BreakerCooldown) != 10*time.Second || h.MaxParamLength != 200 {
+	if b := h.Breaker; b == nil || b.Failures != 3 || time.Duration(b.Cooldown) != 10*time.Second || b.Off || h.MaxParamLength != 200 {
 		t.Fatalf("%+v", h)
 	}
 	j, _ := json.Marshal(h)
-	for _, want := range []string{`"breaker_failures":3`, `"breaker_cooldown":10000000000`, `"max_param_length":200`} {
+	for _, want := range []string{`"breaker":{"failures":3,"cooldown":10000000000}`, `"max_param_length":200`} {
 		if !strings.Contains(string(j), want) {
 			t.Errorf("JSON %s lacks %s", j, want)
 		}
 	}
 	var back Handler
-	if err := json.Unmarshal(j, &back); err != nil || *back.BreakerFailures != 3 || back.BreakerCooldown != h.BreakerCooldown {
+	if err := json.Unmarshal(j, &back); err != nil || back.Breaker == nil || *back.Breaker != *h.Breaker {
 		t.Errorf("JSON round trip: %+v %v", back, err)
 	}
-	for input, want := range map[string]int{
-		"tile_cache http://a/wms {\n breaker off\n}": 0,
-		"tile_cache http://a/wms {\n breaker 0\n}":   0,
-		"tile_cache http://a/wms {\n breaker 7\n}":   7,
+	for input, want := range map[string]BreakerConfig{
+		"tile_cache http://a/wms {\n breaker off\n}":                              {Off: true},
+		"tile_cache http://a/wms {\n breaker 7\n}":                                {Failures: 7},
+		"tile_cache http://a/wms {\n breaker {\n failures 2\n cooldown 1m\n }\n}": {Failures: 2, Cooldown: caddy.Duration(time.Minute)},
+		"tile_cache http://a/wms {\n breaker {\n off\n }\n}":                      {Off: true},
 	} {
 		h, err := parseCF(t, input)
-		if err != nil || h.BreakerFailures == nil || *h.BreakerFailures != want || h.BreakerCooldown != 0 {
-			t.Errorf("%q: %+v %v", input, h, err)
+		if err != nil || h.Breaker == nil || *h.Breaker != want {
+			t.Errorf("%q: %+v %v", input, h.Breaker, err)
 		}
 	}
-	// Not given: the defaults (nil, 0).
-	if h, err := parseCF(t, "tile_cache http://a/wms"); err != nil || h.BreakerFailures != nil || h.MaxParamLength != 0 {
+	// Not given: the defaults, filled in when compiled.
+	h, err = parseCF(t, "tile_cache http://a/wms {\n layer x\n}")
+	if err != nil || h.Breaker != nil || h.MaxParamLength != 0 {
 		t.Errorf("defaults: %+v %v", h, err)
 	}
+	c := compileTest(t, h.Config)
+	if n, cool := c.cfg.breakerSettings(); n != 5 || cool != 30*time.Second || c.cfg.MaxParamLength != 1024 {
+		t.Errorf("compiled defaults: breaker %d %v, max_param_length %d", n, cool, c.cfg.MaxParamLength)
+	}
 	for _, bad := range []string{
-		"breaker", "breaker x", "breaker -1", "breaker 3 soon", "breaker 3 0s", "breaker 3 -1s", "breaker off 10s",
-		"breaker 1 2s 3", "max_param_length", "max_param_length x", "max_param_length 1 2",
+		"breaker", "breaker x", "breaker -1", "breaker 0", "breaker 3 soon", "breaker 3 0s", "breaker 3 -1s", "breaker off 10s",
+		"breaker 1 2s 3", "breaker {\n failures 0\n }", "breaker {\n cooldown 0s\n }", "breaker {\n speed 1\n }",
+		"breaker 3 {\n cooldown 1s\n }", "max_param_length", "max_param_length x", "max_param_length 1 2",
 	} {
 		if _, err := parseCF(t, "tile_cache http://a/wms {\n "+bad+"\n}"); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
 	}
-	neg := -1
-	for name, h := range map[string]Handler{
-		"breaker_failures":  {BreakerFailures: &neg},
-		"breaker_cooldown":  {BreakerCooldown: -1},
+	for name, cfg := range map[string]Config{
+		"breaker failures":  {Breaker: &BreakerConfig{Failures: -1}},
+		"breaker cooldown":  {Breaker: &BreakerConfig{Cooldown: -1}},
 		"max_param_length":  {MaxParamLength: -1},
 		"max_param_length2": {MaxParamLength: -100},
 	} {
-		h.Upstream, h.UpstreamConcurrency, h.JPEGQuality = "http://a/wms", 1, 85
-		if h.Validate() == nil {
-			t.Errorf("negative %s validated", name)
+		cfg.Upstream, cfg.Layers = "http://a/wms", []LayerConfig{{Name: "x"}}
+		if _, err := compile("x", cfg); err == nil || !strings.Contains(err.Error(), "negative") {
+			t.Errorf("negative %s compiled: %v", name, err)
 		}
 	}
 }
@@ -90,7 +97,7 @@ func TestParamLengthLimit(t *testing.T) {
 			t.Errorf("%.80s… (%d bytes): %q, want %q", c.q, len(c.q), reason, c.want)
 		}
 	}
-	h.MaxParamLength = 20
+	h.cfg.MaxParamLength = 20
 	if _, reason := match(h, ok+"&TILED="+at(21)); reason != passMalformed {
 		t.Errorf("max_param_length 20, 21 bytes: %q", reason)
 	}

@@ -4,12 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"image"
 	"image/png"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,10 +20,8 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-	"go.uber.org/zap"
 
 	"github.com/tilecache/caddy-tilecache/module/gridset"
-	"github.com/tilecache/caddy-tilecache/module/store"
 )
 
 // fakeClock is a settable time for the breaker.
@@ -237,9 +233,6 @@ func TestBreakerReadyWaits(t *testing.T) {
 
 func TestBreakerOff(t *testing.T) {
 	b := newBreaker(0, time.Second, nil, nil)
-	if b != nil {
-		t.Fatal("0 failures built a breaker")
-	}
 	for i := 0; i < 100; i++ {
 		if asked, err := try(b, true, errDown); !asked || err != errDown {
 			t.Fatalf("off breaker: %v %v", asked, err)
@@ -247,6 +240,37 @@ func TestBreakerOff(t *testing.T) {
 	}
 	if err := b.ready(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A reload's settings apply to the shared breaker: its state is kept,
+// unless it is turned off or its upstream changes; then it closes.
+func TestBreakerConfigure(t *testing.T) {
+	b, _, _, _ := testBreaker(2, time.Hour)
+	try(b, true, errDown)
+	try(b, true, errDown)
+	if asked, _ := try(b, false, nil); asked {
+		t.Fatal("not open after 2 failures")
+	}
+	b.configure(3, time.Hour, false) // a reload with another threshold
+	if asked, _ := try(b, false, nil); asked {
+		t.Fatal("a reload closed the open breaker")
+	}
+	b.configure(3, time.Hour, true) // pointed at another upstream
+	if asked, err := try(b, false, nil); !asked || err != nil {
+		t.Fatalf("another upstream: %v %v", asked, err)
+	}
+	try(b, true, errDown)
+	try(b, true, errDown)
+	try(b, true, errDown)
+	if asked, _ := try(b, false, nil); asked {
+		t.Fatal("not open after 3 failures")
+	}
+	b.configure(0, 0, false) // turned off
+	for i := 0; i < 10; i++ {
+		if asked, err := try(b, true, errDown); !asked || err != errDown {
+			t.Fatalf("off: %v %v", asked, err)
+		}
 	}
 }
 
@@ -310,28 +334,17 @@ func newBreakerUpstream(t *testing.T) *breakerUpstream {
 	return u
 }
 
-// breakerHandler is newTestHandler with a store, a fetcher to up and
-// a breaker of n failures and the given cooldown.
+// breakerHandler serves testConfig's layers from a store in a temp dir,
+// fetching from up with 2 upstream slots and a breaker of n failures and
+// the given cooldown.
 func breakerHandler(t *testing.T, up *breakerUpstream, n int, cool time.Duration) *Handler {
 	t.Helper()
-	h := newTestHandler(t)
-	h.Name = fmt.Sprintf("breaker-test-%d", time.Now().UnixNano())
-	h.log = zap.NewNop()
-	st, err := store.Open(t.TempDir(), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Release() })
-	h.store = st
-	u, _ := url.Parse(up.URL + "/wms")
-	h.BreakerFailures, h.BreakerCooldown = &n, caddy.Duration(cool)
-	brk, err := h.buildBreaker(prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.fetcher = &fetcher{upstream: u, client: &http.Client{}, timeout: 5 * time.Second, limit: newLimiter(2),
-		store: st, log: h.log, flights: map[flightKey]*flight{}, breaker: brk}
-	return h
+	cfg := testConfig()
+	cfg.Upstream = up.URL + "/wms"
+	cfg.UpstreamConcurrency = 2
+	cfg.Timeout = caddy.Duration(5 * time.Second)
+	cfg.Breaker = &BreakerConfig{Failures: n, Cooldown: caddy.Duration(cool)}
+	return handlerOf(t, openTest(t, compileTest(t, cfg), nil), nil)
 }
 
 // serveTile asks h for tile idx of test:a in EPSG:4326.
@@ -357,7 +370,7 @@ func TestBreakerSparesADownUpstream(t *testing.T) {
 	up.down.Store(true)
 	const n, k = 4, 40
 	h := breakerHandler(t, up, n, 400*time.Millisecond)
-	opensBefore := counterValue(bMetrics().opens.WithLabelValues(h.Name))
+	opensBefore := counterValue(metrics().breakerOpens.WithLabelValues(h.Name))
 	var took []time.Duration
 	for i := 0; i < k; i++ {
 		start := time.Now()
@@ -382,7 +395,7 @@ func TestBreakerSparesADownUpstream(t *testing.T) {
 	if got := up.requests.Load(); got != n {
 		t.Fatalf("%d misses with the upstream down made %d upstream requests, want %d", k, got, n)
 	}
-	if got := counterValue(bMetrics().opens.WithLabelValues(h.Name)) - opensBefore; got != 1 {
+	if got := counterValue(metrics().breakerOpens.WithLabelValues(h.Name)) - opensBefore; got != 1 {
 		t.Fatalf("breaker opens %v, want 1", got)
 	}
 	// After the cooldown: one probe, still down → open again.
@@ -397,7 +410,7 @@ func TestBreakerSparesADownUpstream(t *testing.T) {
 	}
 	// Back up: the next probe closes it and everyone is served.
 	up.down.Store(false)
-	if err := h.UpstreamReady(context.Background()); err != nil {
+	if err := h.bound.Load().cache.UpstreamReady(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 5; i++ {

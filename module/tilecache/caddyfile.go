@@ -1,9 +1,11 @@
 package tilecache
 
 import (
+	"encoding/json"
 	"strconv"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -13,6 +15,7 @@ import (
 )
 
 func init() {
+	httpcaddyfile.RegisterGlobalOption("tile_cache", parseGlobalOption)
 	httpcaddyfile.RegisterHandlerDirective("tile_cache", parseCaddyfile)
 	// Tiles are answered before the proxy that serves everything else.
 	httpcaddyfile.RegisterDirectiveOrder("tile_cache", httpcaddyfile.Before, "reverse_proxy")
@@ -33,7 +36,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		upstream_concurrency <n>
 //		storage <dir>
 //		jpeg_quality <1-100>
-//		breaker <failures> [<cooldown>] | breaker off
+//		breaker <failures> [<cooldown>] | breaker off | breaker { failures <n>; cooldown <d>; off }
 //		max_param_length <bytes>
 //		neutral_params <name>...
 //		gridset <name> {
@@ -86,59 +89,119 @@ func (t *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if err := oneArg(d, &t.Name); err != nil {
 				return err
 			}
-		case "upstream":
-			if err := oneArg(d, &t.Upstream); err != nil {
-				return err
-			}
-		case "timeout":
-			if err := durationArg(d, &t.Timeout); err != nil {
-				return err
-			}
-		case "upstream_concurrency":
-			if err := intArgs(d, &t.UpstreamConcurrency); err != nil {
-				return err
-			}
-		case "storage":
-			if err := oneArg(d, &t.Storage); err != nil {
-				return err
-			}
-		case "jpeg_quality":
-			if err := intArgs(d, &t.JPEGQuality); err != nil {
-				return err
-			}
-		case "neutral_params":
-			args, err := listArgs(d)
-			if err != nil {
-				return err
-			}
-			t.NeutralParams = append(t.NeutralParams, args...)
-		case "gridset":
-			g, err := parseGridset(d)
-			if err != nil {
-				return err
-			}
-			t.Gridsets = append(t.Gridsets, g)
-		case "layer":
-			l, err := parseLayer(d)
-			if err != nil {
-				return err
-			}
-			t.Layers = append(t.Layers, l)
-		case "breaker":
-			if err := parseBreaker(d, t); err != nil {
-				return err
-			}
-		case "max_param_length":
-			if err := intArgs(d, &t.MaxParamLength); err != nil {
-				return err
-			}
 		case "services":
 			if err := parseServices(d, t); err != nil {
 				return err
 			}
 		default:
-			return d.Errf("unknown tile_cache option %q", d.Val())
+			if err := t.Config.parseOption(d); err != nil {
+				return err
+			}
 		}
+	}
+	return nil
+}
+
+// parseGlobalOption reads the tile_cache global option, the app's caches:
+//
+//	{
+//		tile_cache {
+//			cache <name> {
+//				<every tile_cache setting but name and services>
+//			}
+//		}
+//	}
+func parseGlobalOption(d *caddyfile.Dispenser, existing any) (any, error) {
+	app := new(App)
+	if existing != nil {
+		a, ok := existing.(httpcaddyfile.App)
+		if !ok {
+			return nil, d.Err("tile_cache: unexpected earlier global option value")
+		}
+		if err := json.Unmarshal(a.Value, app); err != nil {
+			return nil, err
+		}
+	}
+	for d.Next() {
+		if d.NextArg() {
+			return nil, d.ArgErr()
+		}
+		for d.NextBlock(0) {
+			if d.Val() != "cache" {
+				return nil, d.Errf("unknown tile_cache global option %q (cache)", d.Val())
+			}
+			var name string
+			if err := oneArgThenBlock(d, &name); err != nil {
+				return nil, err
+			}
+			if _, dup := app.Caches[name]; dup {
+				return nil, d.Errf("tile_cache: cache %q defined twice", name)
+			}
+			cfg := new(Config)
+			for nesting := d.Nesting(); d.NextBlock(nesting); {
+				if err := cfg.parseOption(d); err != nil {
+					return nil, err
+				}
+			}
+			if app.Caches == nil {
+				app.Caches = make(map[string]*Config)
+			}
+			app.Caches[name] = cfg
+		}
+	}
+	return httpcaddyfile.App{Name: "tile_cache", Value: caddyconfig.JSON(app, nil)}, nil
+}
+
+// oneArgThenBlock reads exactly one argument before a block.
+func oneArgThenBlock(d *caddyfile.Dispenser, dst *string) error {
+	if !d.NextArg() {
+		return d.ArgErr()
+	}
+	*dst = d.Val()
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	return nil
+}
+
+// parseOption reads one cache setting, the same in a tile_cache handler and
+// in a cache of the global option.
+func (t *Config) parseOption(d *caddyfile.Dispenser) error {
+	switch d.Val() {
+	case "upstream":
+		return oneArg(d, &t.Upstream)
+	case "timeout":
+		return durationArg(d, &t.Timeout)
+	case "upstream_concurrency":
+		return intArgs(d, &t.UpstreamConcurrency)
+	case "storage":
+		return oneArg(d, &t.Storage)
+	case "jpeg_quality":
+		return intArgs(d, &t.JPEGQuality)
+	case "neutral_params":
+		args, err := listArgs(d)
+		if err != nil {
+			return err
+		}
+		t.NeutralParams = append(t.NeutralParams, args...)
+	case "gridset":
+		g, err := parseGridset(d)
+		if err != nil {
+			return err
+		}
+		t.Gridsets = append(t.Gridsets, g)
+	case "layer":
+		l, err := parseLayer(d)
+		if err != nil {
+			return err
+		}
+		t.Layers = append(t.Layers, l)
+	case "breaker":
+		return parseBreaker(d, t)
+	case "max_param_length":
+		return intArgs(d, &t.MaxParamLength)
+	default:
+		return d.Errf("unknown tile_cache option %q", d.Val())
 	}
 	return nil
 }
@@ -304,27 +367,69 @@ func parseLayer(d *caddyfile.Dispenser) (LayerConfig, error) {
 	return l, nil
 }
 
-// parseBreaker reads "breaker <failures> [<cooldown>]" or "breaker off"
-// (the same as 0 failures).
-func parseBreaker(d *caddyfile.Dispenser, t *Handler) error {
+// parseBreaker reads "breaker off", "breaker <failures> [<cooldown>]", or
+// a block:
+//
+//	breaker {
+//		failures <n>
+//		cooldown <duration>
+//		off
+//	}
+func parseBreaker(d *caddyfile.Dispenser, t *Config) error {
+	b := &BreakerConfig{}
+	t.Breaker = b
 	args := d.RemainingArgs()
-	if len(args) < 1 || len(args) > 2 || args[0] == "off" && len(args) != 1 {
-		return d.ArgErr()
-	}
-	n := 0
-	if args[0] != "off" {
-		var err error
-		if n, err = strconv.Atoi(args[0]); err != nil || n < 0 {
+	switch {
+	case len(args) == 1 && args[0] == "off":
+		b.Off = true
+	case len(args) == 1 || len(args) == 2:
+		n, err := strconv.Atoi(args[0])
+		if err != nil || n < 1 {
 			return d.Errf("breaker: %q is not a number of failures (or off)", args[0])
 		}
-	}
-	t.BreakerFailures = &n
-	if len(args) == 2 {
-		v, err := caddy.ParseDuration(args[1])
-		if err != nil || v <= 0 {
-			return d.Errf("breaker: %q is not a cooldown duration", args[1])
+		b.Failures = n
+		if len(args) == 2 {
+			v, err := caddy.ParseDuration(args[1])
+			if err != nil || v <= 0 {
+				return d.Errf("breaker: %q is not a cooldown duration", args[1])
+			}
+			b.Cooldown = caddy.Duration(v)
 		}
-		t.BreakerCooldown = caddy.Duration(v)
+	case len(args) > 2:
+		return d.ArgErr()
+	}
+	block := false
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		block = true
+		if len(args) > 0 {
+			return d.Err("breaker: give the settings as arguments or in a block, not both")
+		}
+		switch d.Val() {
+		case "failures":
+			if err := intArgs(d, &b.Failures); err != nil {
+				return err
+			}
+			if b.Failures < 1 {
+				return d.Err("breaker failures must be at least 1 (or: off)")
+			}
+		case "cooldown":
+			if err := durationArg(d, &b.Cooldown); err != nil {
+				return err
+			}
+			if b.Cooldown <= 0 {
+				return d.Err("breaker cooldown must be positive")
+			}
+		case "off":
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			b.Off = true
+		default:
+			return d.Errf("unknown breaker option %q (failures, cooldown, off)", d.Val())
+		}
+	}
+	if len(args) == 0 && !block {
+		return d.Err("breaker: give off, a number of failures, or a block")
 	}
 	return nil
 }

@@ -84,72 +84,72 @@ func boolp(v bool) *bool { return &v }
 
 func fullHandler() Handler {
 	return Handler{
-		Name:                "tiles",
-		Upstream:            "http://127.0.0.1:8080/cgi-bin/mapserv?map=/srv/world.map",
-		Timeout:             caddy.Duration(45 * time.Second),
-		UpstreamConcurrency: 8,
-		Storage:             "/var/cache/tiles",
-		JPEGQuality:         90,
-		NeutralParams:       []string{"FORMAT_OPTIONS", "_olSALT", "BUFFER"},
-		Gridsets: []gridset.Config{
-			{
-				Name:          "swiss",
-				SRS:           "EPSG:2056",
-				Extent:        [4]float64{2420000, 1030000, 2900000, 1350000},
-				Resolutions:   []float64{4000, 2000, 1000, 500, 250.5},
-				TileWidth:     256,
-				TileHeight:    256,
-				Origin:        "top_left",
-				MetersPerUnit: 1,
-				PixelSize:     0.00028,
-				YFirst:        true,
-			},
-			{
-				Name:              "scaled",
-				SRS:               "urn:ogc:def:crs:EPSG::3035",
-				Extent:            [4]float64{1000000, 1000000, 5000000, 5000000},
-				ScaleDenominators: []float64{5000000, 2500000},
-				TileWidth:         512,
-				TileHeight:        256,
-				Origin:            "bottom_left",
-			},
-			{
-				Name:   "levelled",
-				SRS:    "EPSG:4326",
-				Extent: [4]float64{-180, -90, 180, 90},
-				Levels: 10,
-			},
-		},
-		Layers: []LayerConfig{
-			{
-				Name:           "test:polygons",
-				UpstreamLayers: []string{"polygons", "lines", "points"},
-				Formats:        []string{"image/png", "image/jpeg"},
-				Gridsets:       []string{"EPSG:4326", "EPSG:900913", "swiss"},
-				Extent:         &[4]float64{-10, 35, 30, 70.5},
-				GridsetExtents: map[string][4]float64{"swiss": {2485000, 1075000, 2834000, 1296000}},
-				MetaWidth:      8,
-				MetaHeight:     8,
-				Gutter:         16,
-				MinZoom:        intp(1),
-				MaxZoom:        intp(18),
-				Transparent:    boolp(false),
-				ClientExpiry:   caddy.Duration(time.Hour),
-				ServerExpiry:   caddy.Duration(7 * 24 * time.Hour),
-				Parameters: []params.FilterConfig{
-					{Key: "STYLES", Default: "", Values: []string{"", "red", "blue", "green"}},
-					{Key: "CQL_FILTER", Regex: "(pop>[0-9]+)?", IgnoreCase: true},
-					{Key: "TIME", Default: "2024", Values: []string{"2024", "2025"}, IgnoreCase: true},
+		Name: "tiles",
+		Config: Config{Upstream: "http://127.0.0.1:8080/cgi-bin/mapserv?map=/srv/world.map",
+			Timeout:             caddy.Duration(45 * time.Second),
+			UpstreamConcurrency: 8,
+			Storage:             "/var/cache/tiles",
+			JPEGQuality:         90,
+			NeutralParams:       []string{"FORMAT_OPTIONS", "_olSALT", "BUFFER"},
+			Gridsets: []gridset.Config{
+				{
+					Name:          "swiss",
+					SRS:           "EPSG:2056",
+					Extent:        [4]float64{2420000, 1030000, 2900000, 1350000},
+					Resolutions:   []float64{4000, 2000, 1000, 500, 250.5},
+					TileWidth:     256,
+					TileHeight:    256,
+					Origin:        "top_left",
+					MetersPerUnit: 1,
+					PixelSize:     0.00028,
+					YFirst:        true,
+				},
+				{
+					Name:              "scaled",
+					SRS:               "urn:ogc:def:crs:EPSG::3035",
+					Extent:            [4]float64{1000000, 1000000, 5000000, 5000000},
+					ScaleDenominators: []float64{5000000, 2500000},
+					TileWidth:         512,
+					TileHeight:        256,
+					Origin:            "bottom_left",
+				},
+				{
+					Name:   "levelled",
+					SRS:    "EPSG:4326",
+					Extent: [4]float64{-180, -90, 180, 90},
+					Levels: 10,
 				},
 			},
-			{
-				Name:       "test:lines",
-				MetaWidth:  2,
-				MetaHeight: 3,
-				MinZoom:    intp(4),
+			Layers: []LayerConfig{
+				{
+					Name:           "test:polygons",
+					UpstreamLayers: []string{"polygons", "lines", "points"},
+					Formats:        []string{"image/png", "image/jpeg"},
+					Gridsets:       []string{"EPSG:4326", "EPSG:900913", "swiss"},
+					Extent:         &[4]float64{-10, 35, 30, 70.5},
+					GridsetExtents: map[string][4]float64{"swiss": {2485000, 1075000, 2834000, 1296000}},
+					MetaWidth:      8,
+					MetaHeight:     8,
+					Gutter:         16,
+					MinZoom:        intp(1),
+					MaxZoom:        intp(18),
+					Transparent:    boolp(false),
+					ClientExpiry:   caddy.Duration(time.Hour),
+					ServerExpiry:   caddy.Duration(7 * 24 * time.Hour),
+					Parameters: []params.FilterConfig{
+						{Key: "STYLES", Default: "", Values: []string{"", "red", "blue", "green"}},
+						{Key: "CQL_FILTER", Regex: "(pop>[0-9]+)?", IgnoreCase: true},
+						{Key: "TIME", Default: "2024", Values: []string{"2024", "2025"}, IgnoreCase: true},
+					},
+				},
+				{
+					Name:       "test:lines",
+					MetaWidth:  2,
+					MetaHeight: 3,
+					MinZoom:    intp(4),
+				},
 			},
-		},
-	}
+		}}
 }
 
 func parseCF(t *testing.T, input string) (Handler, error) {
@@ -171,15 +171,9 @@ func TestUnmarshalCaddyfileFull(t *testing.T) {
 		t.Fatalf("got\n%s\nwant\n%s", gj, wj)
 	}
 
-	// The whole configuration also compiles and validates.
-	got.neutral = append(append([]string{}, defaultNeutral...), got.NeutralParams...)
-	if err := got.compile(); err != nil {
-		t.Fatalf("compile: %v", err)
-	}
-	if err := got.Validate(); err != nil {
-		t.Fatalf("validate: %v", err)
-	}
-	l := got.layers["test:polygons"]
+	// The whole configuration also compiles.
+	c := compileTest(t, got.Config)
+	l := c.layers["test:polygons"]
 	if l == nil || len(l.Grids) != 3 || l.MetaWidth != 8 || l.MetaHeight != 8 || l.transparent ||
 		l.upstreamLayers != "polygons,lines,points" || l.ServerExpiry != 7*24*time.Hour {
 		t.Fatalf("compiled layer %+v", l)
@@ -194,7 +188,7 @@ func TestUnmarshalCaddyfileFull(t *testing.T) {
 	if !reflect.DeepEqual(l.cacheControl, []string{"public, max-age=3600"}) {
 		t.Errorf("cache control %q", l.cacheControl)
 	}
-	if lines := got.layers["test:lines"]; lines == nil || lines.upstreamLayers != "test:lines" || !lines.transparent || len(lines.Formats) != 2 || len(lines.Grids) != 2 {
+	if lines := c.layers["test:lines"]; lines == nil || lines.upstreamLayers != "test:lines" || !lines.transparent || len(lines.Formats) != 2 || len(lines.Grids) != 2 {
 		t.Errorf("test:lines defaults %+v", lines)
 	}
 }
@@ -232,27 +226,27 @@ func TestUnmarshalCaddyfileSmall(t *testing.T) {
 		want  Handler
 	}{
 		{"upstream as an option", "tile_cache {\n upstream http://a/wms\n layer x\n}",
-			Handler{Upstream: "http://a/wms", Layers: []LayerConfig{{Name: "x"}}}},
-		{"no block", "tile_cache http://a/wms", Handler{Upstream: "http://a/wms"}},
-		{"empty block", "tile_cache http://a/wms {\n}", Handler{Upstream: "http://a/wms"}},
+			Handler{Config: Config{Upstream: "http://a/wms", Layers: []LayerConfig{{Name: "x"}}}}},
+		{"no block", "tile_cache http://a/wms", Handler{Config: Config{Upstream: "http://a/wms"}}},
+		{"empty block", "tile_cache http://a/wms {\n}", Handler{Config: Config{Upstream: "http://a/wms"}}},
 		{"layer with empty block", "tile_cache http://a/wms {\n layer x {\n }\n}",
-			Handler{Upstream: "http://a/wms", Layers: []LayerConfig{{Name: "x"}}}},
+			Handler{Config: Config{Upstream: "http://a/wms", Layers: []LayerConfig{{Name: "x"}}}}},
 		{"zoom with one arg", "tile_cache {\n layer x {\n zoom 3\n }\n}",
-			Handler{Layers: []LayerConfig{{Name: "x", MinZoom: intp(3)}}}},
+			Handler{Config: Config{Layers: []LayerConfig{{Name: "x", MinZoom: intp(3)}}}}},
 		{"zoom with two args", "tile_cache {\n layer x {\n zoom 0 5\n }\n}",
-			Handler{Layers: []LayerConfig{{Name: "x", MinZoom: intp(0), MaxZoom: intp(5)}}}},
+			Handler{Config: Config{Layers: []LayerConfig{{Name: "x", MinZoom: intp(0), MaxZoom: intp(5)}}}}},
 		{"metatile with one arg", "tile_cache {\n layer x {\n metatile 3\n }\n}",
-			Handler{Layers: []LayerConfig{{Name: "x", MetaWidth: 3, MetaHeight: 3}}}},
+			Handler{Config: Config{Layers: []LayerConfig{{Name: "x", MetaWidth: 3, MetaHeight: 3}}}}},
 		{"metatile with two args", "tile_cache {\n layer x {\n metatile 3 1\n }\n}",
-			Handler{Layers: []LayerConfig{{Name: "x", MetaWidth: 3, MetaHeight: 1}}}},
+			Handler{Config: Config{Layers: []LayerConfig{{Name: "x", MetaWidth: 3, MetaHeight: 1}}}}},
 		{"transparent true", "tile_cache {\n layer x {\n transparent true\n }\n}",
-			Handler{Layers: []LayerConfig{{Name: "x", Transparent: boolp(true)}}}},
+			Handler{Config: Config{Layers: []LayerConfig{{Name: "x", Transparent: boolp(true)}}}}},
 		{"param default without args is empty", "tile_cache {\n layer x {\n param styles {\n default\n values \"\" a\n }\n }\n}",
-			Handler{Layers: []LayerConfig{{Name: "x", Parameters: []params.FilterConfig{{Key: "styles", Values: []string{"", "a"}}}}}}},
+			Handler{Config: Config{Layers: []LayerConfig{{Name: "x", Parameters: []params.FilterConfig{{Key: "styles", Values: []string{"", "a"}}}}}}}},
 		{"two gridset_extents", "tile_cache {\n layer x {\n gridset_extent a 0 0 1 1\n gridset_extent b 1 2 3 4\n }\n}",
-			Handler{Layers: []LayerConfig{{Name: "x", GridsetExtents: map[string][4]float64{"a": {0, 0, 1, 1}, "b": {1, 2, 3, 4}}}}}},
+			Handler{Config: Config{Layers: []LayerConfig{{Name: "x", GridsetExtents: map[string][4]float64{"a": {0, 0, 1, 1}, "b": {1, 2, 3, 4}}}}}}},
 		{"tile_size two args", "tile_cache {\n gridset g {\n tile_size 512 256\n }\n}",
-			Handler{Gridsets: []gridset.Config{{Name: "g", TileWidth: 512, TileHeight: 256}}}},
+			Handler{Config: Config{Gridsets: []gridset.Config{{Name: "g", TileWidth: 512, TileHeight: 256}}}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -427,10 +421,13 @@ func TestUnmarshalCaddyfileEmptyLists(t *testing.T) {
 	}
 }
 
-// compileErr compiles a copy of h as Provision would.
-func compileErr(h Handler) error {
-	h.neutral = append([]string{}, defaultNeutral...)
-	return h.compile()
+// compileErr compiles cfg as the app would, with an upstream if it has none.
+func compileErr(cfg Config) error {
+	if cfg.Upstream == "" {
+		cfg.Upstream = "http://a/wms"
+	}
+	_, err := compile("x", cfg)
+	return err
 }
 
 func TestCompileErrors(t *testing.T) {
@@ -438,44 +435,44 @@ func TestCompileErrors(t *testing.T) {
 		Extent: [4]float64{2420000, 1030000, 2900000, 1350000}, Resolutions: []float64{4000, 2000, 1000}}
 	tests := []struct {
 		name string
-		h    Handler
+		h    Config
 		want string // substring of the error, "" for success
 	}{
-		{"ok", Handler{Layers: []LayerConfig{{Name: "x"}}}, ""},
-		{"no layers", Handler{}, "no layers"},
-		{"unknown gridset", Handler{Layers: []LayerConfig{{Name: "x", Gridsets: []string{"EPSG:3857"}}}}, `unknown gridset "EPSG:3857"`},
-		{"duplicate layer", Handler{Layers: []LayerConfig{{Name: "x"}, {Name: "x"}}}, `layer "x" defined twice`},
-		{"duplicate custom gridset", Handler{Gridsets: []gridset.Config{swiss, swiss}, Layers: []LayerConfig{{Name: "x"}}}, `gridset "swiss" defined twice`},
-		{"custom gridset shadows a built-in", Handler{Gridsets: []gridset.Config{{Name: "EPSG:4326", SRS: "EPSG:4326",
+		{"ok", Config{Layers: []LayerConfig{{Name: "x"}}}, ""},
+		{"no layers", Config{}, "no layers"},
+		{"unknown gridset", Config{Layers: []LayerConfig{{Name: "x", Gridsets: []string{"EPSG:3857"}}}}, `unknown gridset "EPSG:3857"`},
+		{"duplicate layer", Config{Layers: []LayerConfig{{Name: "x"}, {Name: "x"}}}, `layer "x" defined twice`},
+		{"duplicate custom gridset", Config{Gridsets: []gridset.Config{swiss, swiss}, Layers: []LayerConfig{{Name: "x"}}}, `gridset "swiss" defined twice`},
+		{"custom gridset shadows a built-in", Config{Gridsets: []gridset.Config{{Name: "EPSG:4326", SRS: "EPSG:4326",
 			Extent: [4]float64{-180, -90, 180, 90}, Levels: 3}}, Layers: []LayerConfig{{Name: "x"}}}, `gridset "EPSG:4326" defined twice`},
-		{"bad custom gridset", Handler{Gridsets: []gridset.Config{{Name: "bad", SRS: "EPSG:2056", Extent: [4]float64{0, 0, 1, 1}}},
+		{"bad custom gridset", Config{Gridsets: []gridset.Config{{Name: "bad", SRS: "EPSG:2056", Extent: [4]float64{0, 0, 1, 1}}},
 			Layers: []LayerConfig{{Name: "x"}}}, "give exactly one of"},
-		{"metatile width 0 means default", Handler{Layers: []LayerConfig{{Name: "x", MetaWidth: 0, MetaHeight: 2}}}, ""},
-		{"metatile too wide", Handler{Layers: []LayerConfig{{Name: "x", MetaWidth: 17, MetaHeight: 4}}}, "metatile size"},
-		{"metatile negative", Handler{Layers: []LayerConfig{{Name: "x", MetaWidth: 4, MetaHeight: -1}}}, "metatile size"},
-		{"gutter too large", Handler{Layers: []LayerConfig{{Name: "x", Gutter: 513}}}, "gutter"},
-		{"negative expiry", Handler{Layers: []LayerConfig{{Name: "x", ServerExpiry: -1}}}, "expiry"},
-		{"min_zoom > max_zoom", Handler{Layers: []LayerConfig{{Name: "x", MinZoom: intp(5), MaxZoom: intp(4)}}}, "min_zoom/max_zoom"},
-		{"min_zoom negative", Handler{Layers: []LayerConfig{{Name: "x", MinZoom: intp(-1)}}}, "min_zoom/max_zoom"},
-		{"min_zoom beyond the gridset", Handler{Layers: []LayerConfig{{Name: "x", Gridsets: []string{"EPSG:4326"}, MinZoom: intp(22)}}}, "min_zoom/max_zoom"},
-		{"max_zoom beyond the gridset is clipped", Handler{Layers: []LayerConfig{{Name: "x", MaxZoom: intp(40)}}}, ""},
-		{"layer name with a comma", Handler{Layers: []LayerConfig{{Name: "a,b"}}}, "name"},
-		{"layer name with a slash", Handler{Layers: []LayerConfig{{Name: "a/b"}}}, "name"},
-		{"empty layer name", Handler{Layers: []LayerConfig{{Name: ""}}}, "name"},
-		{"bad format", Handler{Layers: []LayerConfig{{Name: "x", Formats: []string{"image/gif"}}}}, "image/gif"},
-		{"bad param filter", Handler{Layers: []LayerConfig{{Name: "x", Parameters: []params.FilterConfig{{Key: "STYLES"}}}}}, "STYLES"},
-		{"inverted extent", Handler{Layers: []LayerConfig{{Name: "x", Extent: &[4]float64{10, 0, 0, 10}}}}, "min < max"},
-		{"lon/lat extent on an unknown CRS", Handler{Gridsets: []gridset.Config{swiss},
+		{"metatile width 0 means default", Config{Layers: []LayerConfig{{Name: "x", MetaWidth: 0, MetaHeight: 2}}}, ""},
+		{"metatile too wide", Config{Layers: []LayerConfig{{Name: "x", MetaWidth: 17, MetaHeight: 4}}}, "metatile size"},
+		{"metatile negative", Config{Layers: []LayerConfig{{Name: "x", MetaWidth: 4, MetaHeight: -1}}}, "metatile size"},
+		{"gutter too large", Config{Layers: []LayerConfig{{Name: "x", Gutter: 513}}}, "gutter"},
+		{"negative expiry", Config{Layers: []LayerConfig{{Name: "x", ServerExpiry: -1}}}, "expiry"},
+		{"min_zoom > max_zoom", Config{Layers: []LayerConfig{{Name: "x", MinZoom: intp(5), MaxZoom: intp(4)}}}, "min_zoom/max_zoom"},
+		{"min_zoom negative", Config{Layers: []LayerConfig{{Name: "x", MinZoom: intp(-1)}}}, "min_zoom/max_zoom"},
+		{"min_zoom beyond the gridset", Config{Layers: []LayerConfig{{Name: "x", Gridsets: []string{"EPSG:4326"}, MinZoom: intp(22)}}}, "min_zoom/max_zoom"},
+		{"max_zoom beyond the gridset is clipped", Config{Layers: []LayerConfig{{Name: "x", MaxZoom: intp(40)}}}, ""},
+		{"layer name with a comma", Config{Layers: []LayerConfig{{Name: "a,b"}}}, "name"},
+		{"layer name with a slash", Config{Layers: []LayerConfig{{Name: "a/b"}}}, "name"},
+		{"empty layer name", Config{Layers: []LayerConfig{{Name: ""}}}, "name"},
+		{"bad format", Config{Layers: []LayerConfig{{Name: "x", Formats: []string{"image/gif"}}}}, "image/gif"},
+		{"bad param filter", Config{Layers: []LayerConfig{{Name: "x", Parameters: []params.FilterConfig{{Key: "STYLES"}}}}}, "STYLES"},
+		{"inverted extent", Config{Layers: []LayerConfig{{Name: "x", Extent: &[4]float64{10, 0, 0, 10}}}}, "min < max"},
+		{"lon/lat extent on an unknown CRS", Config{Gridsets: []gridset.Config{swiss},
 			Layers: []LayerConfig{{Name: "x", Gridsets: []string{"EPSG:4326", "swiss"}, Extent: &[4]float64{5, 45, 11, 48}}}}, "gridset_extents"},
-		{"lon/lat extent plus gridset_extents", Handler{Gridsets: []gridset.Config{swiss},
+		{"lon/lat extent plus gridset_extents", Config{Gridsets: []gridset.Config{swiss},
 			Layers: []LayerConfig{{Name: "x", Gridsets: []string{"EPSG:4326", "swiss"}, Extent: &[4]float64{5, 45, 11, 48},
 				GridsetExtents: map[string][4]float64{"swiss": {2485000, 1075000, 2834000, 1296000}}}}}, ""},
-		{"no extent on an unknown CRS uses the gridset's", Handler{Gridsets: []gridset.Config{swiss},
+		{"no extent on an unknown CRS uses the gridset's", Config{Gridsets: []gridset.Config{swiss},
 			Layers: []LayerConfig{{Name: "x", Gridsets: []string{"swiss"}}}}, ""},
-		{"gridset_extents for an unused gridset", Handler{Gridsets: []gridset.Config{swiss},
+		{"gridset_extents for an unused gridset", Config{Gridsets: []gridset.Config{swiss},
 			Layers: []LayerConfig{{Name: "x", Gridsets: []string{"EPSG:4326"},
 				GridsetExtents: map[string][4]float64{"swiss": {2485000, 1075000, 2834000, 1296000}}}}}, `gridset_extents names gridset "swiss"`},
-		{"gridset_extents for a built-in the layer uses by default", Handler{
+		{"gridset_extents for a built-in the layer uses by default", Config{
 			Layers: []LayerConfig{{Name: "x", GridsetExtents: map[string][4]float64{"EPSG:900913": {0, 0, 1e6, 1e6}}}}}, ""},
 	}
 	for _, tc := range tests {
@@ -499,14 +496,10 @@ func TestCompileErrors(t *testing.T) {
 func TestCompileExtents(t *testing.T) {
 	swiss := gridset.Config{Name: "swiss", SRS: "EPSG:2056",
 		Extent: [4]float64{2420000, 1030000, 2900000, 1350000}, Resolutions: []float64{4000, 2000, 1000}}
-	h := Handler{Gridsets: []gridset.Config{swiss}, Layers: []LayerConfig{{
+	h := compileTest(t, Config{Upstream: "http://a/wms", Gridsets: []gridset.Config{swiss}, Layers: []LayerConfig{{
 		Name: "x", Gridsets: []string{"EPSG:4326", "EPSG:900913", "swiss"}, Extent: &[4]float64{0, 0, 90, 45},
 		GridsetExtents: map[string][4]float64{"swiss": {2420000, 1030000, 2420000 + 256000, 1030000 + 256000}},
-	}}}
-	h.neutral = defaultNeutral
-	if err := h.compile(); err != nil {
-		t.Fatal(err)
-	}
+	}}})
 	l := h.layers["x"]
 	g4326, _ := l.Grid("EPSG:4326")
 	if got := g4326.Coverage[3]; got != (gridset.Range{MinX: 8, MinY: 4, MaxX: 11, MaxY: 5}) {
@@ -526,42 +519,48 @@ func TestCompileExtents(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
-	base := func() Handler {
-		return Handler{Upstream: "http://127.0.0.1:8080/wms?map=x", UpstreamConcurrency: 4, JPEGQuality: 85,
+	base := func() Config {
+		return Config{Upstream: "http://127.0.0.1:8080/wms?map=x", UpstreamConcurrency: 4, JPEGQuality: 85,
 			Layers: []LayerConfig{{Name: "x"}}}
 	}
-	if h := base(); h.Validate() != nil {
-		t.Fatalf("base: %v", h.Validate())
+	validate := func(c Config) error { _, err := compile("x", c); return err }
+	if err := validate(base()); err != nil {
+		t.Fatalf("base: %v", err)
 	}
 	tests := []struct {
 		name string
-		mod  func(*Handler)
+		mod  func(*Config)
 	}{
-		{"empty upstream", func(h *Handler) { h.Upstream = "" }},
-		{"relative upstream", func(h *Handler) { h.Upstream = "/wms" }},
-		{"host without scheme", func(h *Handler) { h.Upstream = "localhost:8080/wms" }},
-		{"ftp upstream", func(h *Handler) { h.Upstream = "ftp://host/wms" }},
-		{"no host", func(h *Handler) { h.Upstream = "http:///wms" }},
-		{"unparsable upstream", func(h *Handler) { h.Upstream = "http://[::1/wms" }},
-		{"control character", func(h *Handler) { h.Upstream = "http://host/\x7f" }},
-		{"jpeg_quality 0", func(h *Handler) { h.JPEGQuality = 0 }},
-		{"jpeg_quality 101", func(h *Handler) { h.JPEGQuality = 101 }},
-		{"jpeg_quality negative", func(h *Handler) { h.JPEGQuality = -5 }},
-		{"upstream_concurrency 0", func(h *Handler) { h.UpstreamConcurrency = 0 }},
-		{"upstream_concurrency negative", func(h *Handler) { h.UpstreamConcurrency = -1 }},
+		{"empty upstream", func(h *Config) { h.Upstream = "" }},
+		{"relative upstream", func(h *Config) { h.Upstream = "/wms" }},
+		{"host without scheme", func(h *Config) { h.Upstream = "localhost:8080/wms" }},
+		{"ftp upstream", func(h *Config) { h.Upstream = "ftp://host/wms" }},
+		{"no host", func(h *Config) { h.Upstream = "http:///wms" }},
+		{"unparsable upstream", func(h *Config) { h.Upstream = "http://[::1/wms" }},
+		{"control character", func(h *Config) { h.Upstream = "http://host/\x7f" }},
+		{"jpeg_quality 101", func(h *Config) { h.JPEGQuality = 101 }},
+		{"jpeg_quality negative", func(h *Config) { h.JPEGQuality = -5 }},
+		{"upstream_concurrency negative", func(h *Config) { h.UpstreamConcurrency = -1 }},
 	}
 	for _, tc := range tests {
 		h := base()
 		tc.mod(&h)
-		if err := h.Validate(); err == nil {
+		if err := validate(h); err == nil {
 			t.Errorf("%s: no error", tc.name)
 		}
 	}
 	for _, ok := range []string{"https://wms.example.org/ows", "HTTP://Host:1/x", "http://host"} {
 		h := base()
 		h.Upstream = ok
-		if err := h.Validate(); err != nil {
+		if err := validate(h); err != nil {
 			t.Errorf("%s: %v", ok, err)
 		}
+	}
+	// Zero means the default, set before validation.
+	h := base()
+	h.JPEGQuality, h.UpstreamConcurrency, h.Timeout = 0, 0, 0
+	c, err := compile("x", h)
+	if err != nil || c.cfg.JPEGQuality != 85 || c.cfg.UpstreamConcurrency != 4 || time.Duration(c.cfg.Timeout) != 30*time.Second {
+		t.Errorf("defaults: %+v %v", c, err)
 	}
 }

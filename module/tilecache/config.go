@@ -1,10 +1,60 @@
 package tilecache
 
 import (
+	"errors"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"time"
+
 	"github.com/caddyserver/caddy/v2"
 
+	"github.com/tilecache/caddy-tilecache/module/gridset"
 	"github.com/tilecache/caddy-tilecache/module/params"
 )
+
+// Config is one cache: its upstream, its storage and its layers. It is
+// written inline in a tile_cache handler, or under a name in the tile_cache
+// app (the Caddyfile's global options), and means the same in both places.
+type Config struct {
+	// Upstream is the WMS GetMap URL. It may carry a query of its own
+	// (MapServer's ?map=...), kept on every upstream request.
+	Upstream string `json:"upstream,omitempty"`
+	// Timeout bounds one upstream metatile request. Default 30s.
+	Timeout caddy.Duration `json:"timeout,omitempty"`
+	// UpstreamConcurrency caps simultaneous upstream requests of this cache,
+	// across config reloads. Default 4.
+	UpstreamConcurrency int `json:"upstream_concurrency,omitempty"`
+	// Storage is the Badger directory. Default: tile_cache in Caddy's data directory.
+	Storage string `json:"storage,omitempty"`
+	// Gridsets are custom gridsets, beside the built-in EPSG:4326 and EPSG:900913.
+	Gridsets []gridset.Config `json:"gridsets,omitempty"`
+	// Layers are the cached layers.
+	Layers []LayerConfig `json:"layers,omitempty"`
+	// NeutralParams are extra request parameters that do not change the
+	// image (besides TILED, TRANSPARENT, EXCEPTIONS, TILESORIGIN), so tile
+	// requests carrying them are still served from the cache.
+	NeutralParams []string `json:"neutral_params,omitempty"`
+	// JPEGQuality for JPEG tiles, 1–100. Default 85.
+	JPEGQuality int `json:"jpeg_quality,omitempty"`
+	// Breaker spares an upstream that is down. On by default.
+	Breaker *BreakerConfig `json:"breaker,omitempty"`
+	// MaxParamLength: a request whose parameter name or value is longer
+	// (in bytes, unescaped) is not a tile request ("malformed"). Default 1024.
+	MaxParamLength int `json:"max_param_length,omitempty"`
+}
+
+// BreakerConfig is the upstream circuit breaker: after Failures upstream
+// failures in a row (no answer, a timeout, HTTP 5xx or 429) misses get
+// 502 at once for Cooldown, then one probe request goes upstream.
+type BreakerConfig struct {
+	// Off turns the breaker off: every miss asks the upstream.
+	Off bool `json:"off,omitempty"`
+	// Failures in a row that open the breaker. Default 5.
+	Failures int `json:"failures,omitempty"`
+	// Cooldown is how long it stays open before a probe. Default 30s.
+	Cooldown caddy.Duration `json:"cooldown,omitempty"`
+}
 
 // LayerConfig is one cached layer as configured.
 type LayerConfig struct {
@@ -15,7 +65,7 @@ type LayerConfig struct {
 	// Formats the layer is cached in; the first is the default. Default: image/png, image/jpeg.
 	Formats []string `json:"formats,omitempty"`
 	// Gridsets by name (built-in EPSG:4326 and EPSG:900913, or one of the
-	// handler's custom gridsets). Default: both built-ins.
+	// cache's custom gridsets). Default: both built-ins.
 	Gridsets []string `json:"gridsets,omitempty"`
 	// Extent limits the cached area, in WGS84 lon/lat: minx miny maxx maxy.
 	// Tiles outside it are not cached (they pass through).
@@ -42,4 +92,83 @@ type LayerConfig struct {
 	ServerExpiry caddy.Duration `json:"server_expiry,omitempty"`
 	// Transparent is sent upstream as TRANSPARENT for PNG. Default true.
 	Transparent *bool `json:"transparent,omitempty"`
+}
+
+// Defaults of the cache settings; layer defaults are in compileLayer.
+const (
+	defaultTimeout             = 30 * time.Second
+	defaultUpstreamConcurrency = 4
+	defaultJPEGQuality         = 85
+	defaultBreakerFailures     = 5
+	defaultBreakerCooldown     = 30 * time.Second
+	// DefaultMaxParamLength bounds a tile request's parameter names and
+	// values (unescaped, in bytes) unless max_param_length says otherwise:
+	// no WMS-C client sends more, and a filter's regular expression need
+	// not see more.
+	DefaultMaxParamLength = 1024
+)
+
+// setDefaults fills in every unset setting, once, at provisioning: the
+// request path reads them as they are.
+func (c *Config) setDefaults() {
+	if c.Timeout == 0 {
+		c.Timeout = caddy.Duration(defaultTimeout)
+	}
+	if c.UpstreamConcurrency == 0 {
+		c.UpstreamConcurrency = defaultUpstreamConcurrency
+	}
+	if c.JPEGQuality == 0 {
+		c.JPEGQuality = defaultJPEGQuality
+	}
+	if c.Storage == "" {
+		c.Storage = filepath.Join(caddy.AppDataDir(), "tile_cache")
+	}
+	if c.Breaker == nil {
+		c.Breaker = &BreakerConfig{}
+	}
+	if c.Breaker.Failures == 0 {
+		c.Breaker.Failures = defaultBreakerFailures
+	}
+	if c.Breaker.Cooldown == 0 {
+		c.Breaker.Cooldown = caddy.Duration(defaultBreakerCooldown)
+	}
+	if c.MaxParamLength == 0 {
+		c.MaxParamLength = DefaultMaxParamLength
+	}
+}
+
+// validate checks the settings that need no compiling; with defaults set,
+// zero values are errors too.
+func (c *Config) validate() error {
+	u, err := url.Parse(c.Upstream)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("upstream must be an absolute http(s) URL, got %q", c.Upstream)
+	}
+	if c.UpstreamConcurrency < 1 {
+		return errors.New("upstream_concurrency must be at least 1")
+	}
+	if c.JPEGQuality < 1 || c.JPEGQuality > 100 {
+		return errors.New("jpeg_quality must be 1..100")
+	}
+	if c.Timeout <= 0 {
+		return errors.New("timeout must be positive")
+	}
+	if b := c.Breaker; b != nil && (b.Failures < 0 || b.Cooldown < 0) {
+		return errors.New("breaker failures and cooldown must not be negative")
+	}
+	if c.MaxParamLength < 0 {
+		return errors.New("max_param_length must not be negative")
+	}
+	if len(c.Layers) == 0 {
+		return errors.New("no layers configured")
+	}
+	return nil
+}
+
+// breakerSettings is the breaker's threshold (0: off) and cooldown.
+func (c *Config) breakerSettings() (int, time.Duration) {
+	if c.Breaker.Off {
+		return 0, 0
+	}
+	return c.Breaker.Failures, time.Duration(c.Breaker.Cooldown)
 }

@@ -38,6 +38,15 @@ type MetaRequest struct {
 	Meta   gridset.Meta
 }
 
+// NewMetaRequest names the metatile holding tile idx of the layer.
+func (l *Layer) NewMetaRequest(g *Grid, f *Format, p ParamValues, idx gridset.Index) (*MetaRequest, error) {
+	meta, err := g.MetaTile(idx, l.MetaWidth, l.MetaHeight, l.Gutter, g.Coverage[idx.Z])
+	if err != nil {
+		return nil, err
+	}
+	return &MetaRequest{Layer: l, Grid: g, Format: f, Params: p, Meta: meta}, nil
+}
+
 func (m *MetaRequest) set() store.Set {
 	return store.Set{Layer: m.Layer.Name, Gridset: m.Grid.Name, Format: m.Format.Name, Params: m.Params.Hash()}
 }
@@ -45,10 +54,13 @@ func (m *MetaRequest) set() store.Set {
 // ParamValues is a layer's normalised parameter-filter values.
 type ParamValues = params.Values
 
-// flightKey identifies a metatile fetch across all its concurrent askers.
+// flightKey identifies a metatile fetch across all its concurrent askers,
+// in whichever config they are: the store is part of it, so a reload onto
+// another store does not hand one store's fetch to the other.
 type flightKey struct {
-	set  store.Set
-	meta gridset.Index
+	store string
+	set   store.Set
+	meta  gridset.Index
 }
 
 // MetaResult is a fetched, sliced and stored metatile.
@@ -87,47 +99,79 @@ type flight struct {
 }
 
 // fetcher turns metatile requests into stored tiles, one upstream request
-// per metatile however many ask for it at once.
+// per metatile however many ask for it at once. Each config's cache has
+// its own fetcher (its store, client and encoder); the upstream's slots,
+// breaker and fetches in flight are shared by cache name (upstream.go).
 type fetcher struct {
+	name     string
 	upstream *url.URL
 	client   *http.Client
 	timeout  time.Duration
-	limit    *limiter
 	store    store.Store
 	enc      imaging.Encoder
 	log      *zap.Logger
-	breaker  *breaker // nil: off
-
-	mu      sync.Mutex
-	flights map[flightKey]*flight
+	shared   *upstream
 }
 
-// Fetch fetches, slices and stores the metatile, sharing the work with every
-// concurrent caller asking for the same one. The fetch itself runs detached
-// from ctx, so a visitor who gives up does not waste the work others (or
-// later visitors) need; ctx only bounds this caller's wait.
-func (f *fetcher) Fetch(ctx context.Context, m *MetaRequest, p Priority) (*MetaResult, error) {
-	return f.FetchNotify(ctx, m, p, nil)
+// fetcherConfig is what a fetcher is built from, in Provision and in tests.
+type fetcherConfig struct {
+	name        string
+	upstream    *url.URL
+	concurrency int
+	timeout     time.Duration
+	store       store.Store
+	encoder     imaging.Encoder
+	shared      *upstream
+	log         *zap.Logger
 }
 
-// FetchNotify is Fetch that also calls fetched (if not nil) as soon as the
-// upstream has answered, before the image is decoded, sliced, encoded and
-// stored. When the upstream fails, fetched is not called: a seeder's
-// retries of that metatile then come before its next one.
-func (f *fetcher) FetchNotify(ctx context.Context, m *MetaRequest, p Priority, fetched func()) (*MetaResult, error) {
-	key := flightKey{set: m.set(), meta: m.Meta.Key()}
-	f.mu.Lock()
-	fl, ok := f.flights[key]
+func newFetcher(c fetcherConfig) *fetcher {
+	return &fetcher{
+		name:     c.name,
+		upstream: c.upstream,
+		client: &http.Client{Transport: &http.Transport{
+			Proxy:               http.ProxyFromEnvironment,
+			MaxIdleConnsPerHost: c.concurrency,
+			IdleConnTimeout:     90 * time.Second,
+		}},
+		timeout: c.timeout,
+		store:   c.store,
+		enc:     c.encoder,
+		log:     c.log,
+		shared:  c.shared,
+	}
+}
+
+// close gives back the shared upstream state and closes the connections
+// this config's client keeps idle; fetches still running finish.
+func (f *fetcher) close() {
+	f.client.CloseIdleConnections()
+	releaseUpstream(f.name)
+}
+
+// fetch fetches, slices and stores the metatile, sharing the work with
+// every concurrent caller asking for the same one. The fetch itself runs
+// detached from ctx, so a visitor who gives up does not waste the work
+// others (or later visitors) need; ctx only bounds this caller's wait.
+// fetched (may be nil) is called as soon as the upstream has answered,
+// before the image is decoded, sliced, encoded and stored; when the
+// upstream fails it is not called, so a seeder's retries of that metatile
+// come before its next one.
+func (f *fetcher) fetch(ctx context.Context, m *MetaRequest, p Priority, fetched func()) (*MetaResult, error) {
+	key := flightKey{store: f.store.Name(), set: m.set(), meta: m.Meta.Key()}
+	sh := f.shared
+	sh.mu.Lock()
+	fl, ok := sh.flights[key]
 	switch {
 	case !ok:
 		fl = &flight{done: make(chan struct{}), fetched: make(chan struct{}), prio: p, urgent: make(chan struct{})}
-		f.flights[key] = fl
+		sh.flights[key] = fl
 		go f.run(key, fl, m)
 	case p == PriorityUser && fl.prio != PriorityUser:
 		fl.prio = PriorityUser
 		close(fl.urgent)
 	}
-	f.mu.Unlock()
+	sh.mu.Unlock()
 	if fetched != nil {
 		select {
 		case <-fl.fetched:
@@ -152,9 +196,9 @@ func (f *fetcher) run(key flightKey, fl *flight, m *MetaRequest) {
 			fl.err = fmt.Errorf("metatile fetch panicked: %v", r)
 			f.log.Error("metatile fetch panicked", zap.Any("panic", r), zap.Stack("stack"))
 		}
-		f.mu.Lock()
-		delete(f.flights, key)
-		f.mu.Unlock()
+		f.shared.mu.Lock()
+		delete(f.shared.flights, key)
+		f.shared.mu.Unlock()
 		fl.markFetched()
 		close(fl.done)
 	}()
@@ -163,17 +207,10 @@ func (f *fetcher) run(key flightKey, fl *flight, m *MetaRequest) {
 	fl.res, fl.err = f.fetchAndStore(ctx, key.set, m, fl)
 }
 
-// UpstreamError is a failure of the upstream WMS: an HTTP error, a timeout,
-// or an answer that is not the image asked for.
-type UpstreamError struct{ Err error }
-
-func (e *UpstreamError) Error() string { return "upstream: " + e.Err.Error() }
-func (e *UpstreamError) Unwrap() error { return e.Err }
-
 func (f *fetcher) fetchAndStore(ctx context.Context, set store.Set, m *MetaRequest, fl *flight) (*MetaResult, error) {
-	f.mu.Lock()
+	f.shared.mu.Lock()
 	p := fl.prio
-	f.mu.Unlock()
+	f.shared.mu.Unlock()
 	body, contentType, err := f.fetchBody(ctx, m, p, fl.urgent)
 	fl.answered = err == nil
 	fl.markFetched()
@@ -187,7 +224,7 @@ func (f *fetcher) fetchAndStore(ctx context.Context, set store.Set, m *MetaReque
 	}
 	if err != nil {
 		m.Layer.upstreamErrors.Inc()
-		return nil, &UpstreamError{err}
+		return nil, fmt.Errorf("upstream: %w", err)
 	}
 	tiles, err := imaging.Slice(img, m.Meta.Cols(), m.Meta.Rows(), m.Grid.TileWidth, m.Grid.TileHeight,
 		imaging.Gutter(m.Meta.Gutter))
@@ -255,19 +292,20 @@ func (fl *flight) markFetched() {
 // the request is on the wire. While the circuit breaker is open it refuses
 // at once, before and after waiting for a slot.
 func (f *fetcher) fetchBody(ctx context.Context, m *MetaRequest, p Priority, urgent <-chan struct{}) (_ []byte, _ string, err error) {
-	if err := f.breaker.check(); err != nil {
+	brk, limit := f.shared.breaker, f.shared.limit
+	if err := brk.check(); err != nil {
 		return nil, "", err
 	}
-	if err := f.limit.acquire(ctx, p, urgent); err != nil {
+	if err := limit.acquire(ctx, p, urgent); err != nil {
 		return nil, "", err
 	}
-	defer f.limit.release()
-	probe, err := f.breaker.allow()
+	defer limit.release()
+	probe, err := brk.allow()
 	if err != nil {
 		return nil, "", err
 	}
 	down := false // err says the upstream is unavailable
-	defer func() { err = f.breaker.record(probe, down, err) }()
+	defer func() { err = brk.record(probe, down, err) }()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, f.getMapURL(m), nil)
 	if err != nil {
 		return nil, "", err

@@ -30,21 +30,16 @@ func FuzzMatchWMS(f *testing.F) {
 	}
 	h := newTestHandler(f)
 	f.Fuzz(func(t *testing.T, q string) {
-		var req wmsRequest
-		reason := h.parseWMS(q, &req)
+		tr, reason := match(h, q)
 		if reason == "" {
-			var tr tileRequest
-			reason = h.matchTile(&req, &tr)
-			if reason == "" {
-				cov := tr.grid.Coverage[tr.index.Z]
-				if !cov.Contains(tr.index.X, tr.index.Y) || tr.index.Z < tr.grid.MinZoom || tr.index.Z > tr.grid.MaxZoom {
-					t.Fatalf("%q matched tile %v outside the layer's coverage", q, tr.index)
-				}
-				if _, err := tr.grid.MetaTile(tr.index, tr.layer.MetaWidth, tr.layer.MetaHeight, tr.layer.Gutter, cov); err != nil {
-					t.Fatalf("%q matched tile %v with no metatile: %v", q, tr.index, err)
-				}
-				return
+			cov := tr.grid.Coverage[tr.index.Z]
+			if !cov.Contains(tr.index.X, tr.index.Y) || tr.index.Z < tr.grid.MinZoom || tr.index.Z > tr.grid.MaxZoom {
+				t.Fatalf("%q matched tile %v outside the layer's coverage", q, tr.index)
 			}
+			if _, err := tr.grid.MetaTile(tr.index, tr.layer.MetaWidth, tr.layer.MetaHeight, tr.layer.Gutter, cov); err != nil {
+				t.Fatalf("%q matched tile %v with no metatile: %v", q, tr.index, err)
+			}
+			return
 		}
 		if !knownReasons[reason] {
 			t.Fatalf("%q: unknown reason %q", q, reason)

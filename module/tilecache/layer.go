@@ -26,6 +26,10 @@ type Layer struct {
 	ClientExpiry   time.Duration
 	ServerExpiry   time.Duration
 	transparent    bool
+	// WGS84 is the layer's area in lon/lat, for capabilities documents.
+	WGS84 gridset.BBox
+	// styles are the layer's WMTS styles (styles.go).
+	styles wmtsStyles
 
 	cacheControl []string // precomputed header value, nil for none
 
@@ -45,14 +49,19 @@ type Format struct {
 // Grid is a layer's use of one gridset: which tiles it has per level.
 type Grid struct {
 	*gridset.Gridset
-	// Coverage per level: the tiles inside the layer's extent.
+	// Area is the layer's cached area in the gridset's units, within the
+	// gridset's extent; Coverage per level the tiles that cover it.
+	Area             gridset.BBox
 	Coverage         []gridset.Range
 	MinZoom, MaxZoom int
 	crsHeader        []string
 	nameHeader       []string
 }
 
-func (h *Handler) compileLayer(c LayerConfig, grids map[string]*gridset.Gridset) (*Layer, error) {
+// compileLayer checks a layer's configuration and computes, once, all that
+// serving it needs: formats, filters, each gridset's area and coverage,
+// the lon/lat box and the WMTS styles.
+func compileLayer(c *LayerConfig, grids map[string]*gridset.Gridset) (*Layer, error) {
 	fail := func(format string, a ...any) (*Layer, error) {
 		return nil, fmt.Errorf("layer %q: %s", c.Name, fmt.Sprintf(format, a...))
 	}
@@ -143,6 +152,7 @@ func (h *Handler) compileLayer(c LayerConfig, grids map[string]*gridset.Gridset)
 		if !(ext.MinX < ext.MaxX && ext.MinY < ext.MaxY) {
 			return fail("extent for gridset %s must have min < max", name)
 		}
+		g.Area = ext.Intersect(gs.Extent)
 		g.Coverage = gs.Cover(ext)
 		if c.MinZoom != nil {
 			g.MinZoom = *c.MinZoom
@@ -154,6 +164,10 @@ func (h *Handler) compileLayer(c LayerConfig, grids map[string]*gridset.Gridset)
 			return fail("min_zoom/max_zoom out of order for gridset %s", name)
 		}
 		l.Grids = append(l.Grids, g)
+	}
+	l.WGS84 = layerWGS84(l, c)
+	if l.styles, err = compileStyles(l, c); err != nil {
+		return fail("%v", err)
 	}
 	m := metrics()
 	l.hits = m.hits.WithLabelValues(l.Name)
@@ -182,4 +196,78 @@ func (l *Layer) Grid(name string) (*Grid, bool) {
 		}
 	}
 	return nil, false
+}
+
+// layerWGS84 is the layer's area in lon/lat: the configured extent, or the
+// union of its gridsets' areas that can be unprojected, or the world.
+func layerWGS84(l *Layer, c *LayerConfig) gridset.BBox {
+	world := gridset.BBox{MinX: -180, MinY: -90, MaxX: 180, MaxY: 90}
+	if c.Extent != nil {
+		return gridset.BBox{MinX: c.Extent[0], MinY: c.Extent[1], MaxX: c.Extent[2], MaxY: c.Extent[3]}.Intersect(world)
+	}
+	var u gridset.BBox
+	found := false
+	for _, g := range l.Grids {
+		b, ok := g.ToLonLat(g.Area)
+		switch {
+		case !ok:
+		case !found:
+			u, found = b, true
+		default:
+			u = u.Union(b)
+		}
+	}
+	if !found {
+		return world
+	}
+	return u.Intersect(world)
+}
+
+// formatByExt is the layer's first format with that file extension
+// ("jpg" is "jpeg").
+func (l *Layer) formatByExt(ext string) *Format {
+	ext = strings.ToLower(ext)
+	if ext == "jpg" {
+		ext = "jpeg"
+	}
+	for i := range l.Formats {
+		if l.Formats[i].Extension() == ext {
+			return &l.Formats[i]
+		}
+	}
+	return nil
+}
+
+// extFormats are the layer's formats reachable by extension: the first of
+// each extension.
+func (l *Layer) extFormats() []*Format {
+	var out []*Format
+	for i := range l.Formats {
+		if l.formatByExt(l.Formats[i].Extension()) == &l.Formats[i] {
+			out = append(out, &l.Formats[i])
+		}
+	}
+	return out
+}
+
+// gridByNameOrSRS is the layer's gridset named name or, failing that, the
+// only one of its gridsets whose SRS name is.
+func (l *Layer) gridByNameOrSRS(name string) *Grid {
+	if g, ok := l.Grid(name); ok {
+		return g
+	}
+	code, _, err := gridset.ParseSRS(name)
+	if err != nil {
+		return nil
+	}
+	var found *Grid
+	for _, g := range l.Grids {
+		if gridset.SameSRS(g.SRS, code) {
+			if found != nil {
+				return nil // ambiguous
+			}
+			found = g
+		}
+	}
+	return found
 }

@@ -20,11 +20,37 @@ const (
 // tilt never makes a visitor queue behind it.
 type limiter struct {
 	mu      sync.Mutex
-	free    int
+	limit   int
+	free    int                // limit minus slots in use; negative after the limit was lowered
 	waiting [2][]chan struct{} // by Priority, FIFO
 }
 
-func newLimiter(n int) *limiter { return &limiter{free: n} }
+func newLimiter(n int) *limiter { return &limiter{limit: n, free: n} }
+
+// setLimit changes the number of slots: a raised limit hands its new slots
+// to waiters at once, a lowered one takes effect as slots come back.
+func (l *limiter) setLimit(n int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.free += n - l.limit
+	l.limit = n
+	for l.free > 0 && l.handOffLocked() {
+		l.free--
+	}
+}
+
+// handOffLocked gives a slot to the first waiter, users first; false when
+// nobody waits.
+func (l *limiter) handOffLocked() bool {
+	for p := range l.waiting {
+		if q := l.waiting[p]; len(q) > 0 {
+			close(q[0])
+			l.waiting[p] = q[1:]
+			return true
+		}
+	}
+	return false
+}
 
 // acquire waits for a slot. A seeder waiting in line whose metatile a user
 // then asks for (urgent closes) moves to the users' line: the user is
@@ -89,12 +115,8 @@ func (l *limiter) release() {
 }
 
 func (l *limiter) releaseLocked() {
-	for p := range l.waiting {
-		if q := l.waiting[p]; len(q) > 0 {
-			close(q[0])
-			l.waiting[p] = q[1:]
-			return
-		}
+	if l.free >= 0 && l.handOffLocked() {
+		return
 	}
 	l.free++
 }

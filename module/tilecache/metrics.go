@@ -18,6 +18,7 @@ type tileMetrics struct {
 	storeErrors                         prometheus.Counter
 	storeOpens                          prometheus.CounterFunc
 	upstreamLatency                     *prometheus.HistogramVec
+	breakerOpens, breakerRejected       *prometheus.CounterVec
 }
 
 var metrics = sync.OnceValue(func() *tileMetrics {
@@ -39,11 +40,14 @@ var metrics = sync.OnceValue(func() *tileMetrics {
 		upstreamLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub,
 			Name: "upstream_duration_seconds", Help: "Time the upstream took to answer a metatile GetMap.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 12)}, []string{"layer"}),
+		breakerOpens:    counter("breaker_opens_total", "Times the upstream circuit breaker opened after consecutive failures.", "cache"),
+		breakerRejected: counter("breaker_rejected_total", "Metatile fetches refused without asking the upstream while the circuit breaker was open.", "cache"),
 	}
 })
 
 func (m *tileMetrics) register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.hits, m.misses, m.stale, m.upstreamErrors, m.passthrough, m.storeErrors, m.storeOpens, m.upstreamLatency} {
+	for _, c := range []prometheus.Collector{m.hits, m.misses, m.stale, m.upstreamErrors, m.passthrough,
+		m.storeErrors, m.storeOpens, m.upstreamLatency, m.breakerOpens, m.breakerRejected} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if !errors.As(err, &are) {

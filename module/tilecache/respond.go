@@ -1,11 +1,15 @@
 package tilecache
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/tilecache/caddy-tilecache/module/ogc"
 	"github.com/tilecache/caddy-tilecache/module/store"
 )
 
@@ -87,5 +91,64 @@ func notModified(r *http.Request, etag string, modified time.Time) bool {
 		t, err := http.ParseTime(ims)
 		return err == nil && !modified.After(t)
 	}
+	return false
+}
+
+// svcError is a request the services cannot answer with a tile or a
+// document: the status, and for WMTS the OWS exception code and locator.
+type svcError struct {
+	status  int
+	code    string
+	locator string
+	msg     string
+}
+
+func (e *svcError) Error() string { return e.msg }
+
+func errorf(status int, code, locator, format string, a ...any) *svcError {
+	return &svcError{status: status, code: code, locator: locator, msg: fmt.Sprintf(format, a...)}
+}
+
+// writeText answers a TMS or XYZ error: one line of text/plain.
+func writeText(w http.ResponseWriter, e *svcError) {
+	hd := w.Header()
+	hd.Set("Content-Type", "text/plain; charset=utf-8")
+	hd.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(e.status)
+	fmt.Fprintf(w, "tile_cache: %s\n", oneLine(e.msg))
+}
+
+func oneLine(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '\n' || r == '\r' {
+			return ' '
+		}
+		return r
+	}, s)
+}
+
+// writeXML answers with a document.
+func writeXML(w http.ResponseWriter, r *http.Request, status int, doc any) error {
+	b, err := ogc.Marshal(doc)
+	if err != nil {
+		return caddyhttp.Error(http.StatusInternalServerError, err)
+	}
+	hd := w.Header()
+	hd.Set("Content-Type", "application/xml; charset=utf-8")
+	hd.Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
+	if r.Method != http.MethodHead {
+		w.Write(b)
+	}
+	return nil
+}
+
+// methodAllowed answers 405 to anything but GET and HEAD.
+func methodAllowed(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return true
+	}
+	w.Header().Set("Allow", "GET, HEAD")
+	writeText(w, errorf(http.StatusMethodNotAllowed, "", "", "method %s not allowed: GET or HEAD", r.Method))
 	return false
 }

@@ -15,7 +15,6 @@ import (
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"go.uber.org/zap"
 
 	"github.com/tilecache/caddy-tilecache/module/gridset"
 	"github.com/tilecache/caddy-tilecache/module/ogc"
@@ -25,15 +24,23 @@ import (
 // newServicesHandler is newTestHandler's two layers (test:a: both built-in
 // gridsets, PNG and JPEG, STYLES "" or "red"; test:b: EPSG:4326, JPEG,
 // levels 2..10, lon 0..90 lat 0..45) with every service on.
-func newServicesHandler(t *testing.T) *Handler {
+func newServicesHandler(t *testing.T) *services {
 	t.Helper()
-	h := newTestHandler(t)
-	h.log = zap.NewNop()
-	h.Services = &ServicesConfig{WMTS: "/wmts", TMS: "/tms/", XYZ: "/xyz", Demo: "/demo"}
-	if err := h.provisionServices(); err != nil {
+	return servicesOf(t, newTestHandler(t), &ServicesConfig{WMTS: "/wmts", TMS: "/tms/", XYZ: "/xyz", Demo: "/demo"})
+}
+
+func servicesOf(t *testing.T, c *Cache, cfg *ServicesConfig) *services {
+	t.Helper()
+	s, err := compileServices(cfg, c)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return h
+	return s
+}
+
+// routeWMTSKVP routes a KVP query as a request to the WMTS prefix would be.
+func (s *services) routeKVP(raw string) (tileRequest, bool, *svcError) {
+	return s.routeWMTS(wmtsReq("/wmts?"+raw), nil)
 }
 
 // --- reading documents back, namespace-aware ---
@@ -113,7 +120,7 @@ func readCaps(t *testing.T, c *ogc.Capabilities) capsDoc {
 
 func TestWMTSCapabilitiesTileMatrixSetsAreTheGridsets(t *testing.T) {
 	h := newServicesHandler(t)
-	d := readCaps(t, h.Services.svc.wmtsCapabilities("http://example.org/geo/wmts"))
+	d := readCaps(t, h.wmtsCapabilities("http://example.org/geo/wmts"))
 	if d.Version != "1.0.0" || len(d.Sets) != 2 {
 		t.Fatalf("version %q, %d tile matrix sets", d.Version, len(d.Sets))
 	}
@@ -151,7 +158,7 @@ func TestWMTSCapabilitiesTileMatrixSetsAreTheGridsets(t *testing.T) {
 func TestWMTSCapabilitiesLayers(t *testing.T) {
 	h := newServicesHandler(t)
 	base := "http://example.org/geo/wmts"
-	d := readCaps(t, h.Services.svc.wmtsCapabilities(base))
+	d := readCaps(t, h.wmtsCapabilities(base))
 	if len(d.Ops) != 2 || d.Ops[0].Name != "GetCapabilities" || d.Ops[1].Name != "GetTile" {
 		t.Fatalf("operations %+v", d.Ops)
 	}
@@ -232,29 +239,21 @@ func TestWMTSCornersOfCustomGridsets(t *testing.T) {
 		{"bottom_left", false, "1000 1768"},
 		{"bottom_left", true, "1768 1000"},
 	} {
-		h := &Handler{
+		h := servicesOf(t, compileTest(t, Config{
 			Upstream: "http://127.0.0.1:1/wms",
 			Gridsets: []gridset.Config{{Name: "local", SRS: "EPSG:2056", Extent: [4]float64{1000, 1000, 2000, 1700},
 				Resolutions: []float64{2, 1}, Origin: c.origin, YFirst: c.yFirst}},
-			Layers:   []LayerConfig{{Name: "l", Gridsets: []string{"local"}}},
-			Services: &ServicesConfig{WMTS: "/wmts"},
-			log:      zap.NewNop(),
-		}
-		if err := h.compile(); err != nil {
-			t.Fatal(err)
-		}
-		if err := h.provisionServices(); err != nil {
-			t.Fatal(err)
-		}
-		d := readCaps(t, h.Services.svc.wmtsCapabilities("http://h/wmts"))
+			Layers: []LayerConfig{{Name: "l", Gridsets: []string{"local"}}},
+		}), &ServicesConfig{WMTS: "/wmts"})
+		d := readCaps(t, h.wmtsCapabilities("http://h/wmts"))
 		m := d.Sets[0].Matrices[1] // 1 unit/px: 4x3 tiles of 256
 		if m.TopLeft != c.corner || m.MatrixWidth != 4 || m.MatrixHeight != 3 {
 			t.Errorf("%s yfirst=%v: %+v, want corner %q", c.origin, c.yFirst, m, c.corner)
 		}
-		g := h.layers["l"].Grids[0]
+		g := h.cache.layers["l"].Grids[0]
 		_, top := topLeftCorner(g.Gridset, 1)
 		for row := int64(0); row < 3; row++ {
-			tr, _, e := h.routeWMTSKVP("REQUEST=GetTile&LAYER=l&TILEMATRIXSET=local&TILEMATRIX=local:1&TILEROW=" +
+			tr, _, e := h.routeKVP("REQUEST=GetTile&LAYER=l&TILEMATRIXSET=local&TILEMATRIX=local:1&TILEROW=" +
 				strconv.FormatInt(row, 10) + "&TILECOL=0&FORMAT=image/png")
 			if e != nil {
 				t.Fatalf("%s row %d: %v", c.origin, row, e)
@@ -286,10 +285,10 @@ func TestWMTSCornerSnapsToTheExtent(t *testing.T) {
 
 // wmsHash is the parameter hash WMS-C gives a GetMap of the same tile with
 // the given STYLES: WMTS must land in the same tile set.
-func wmsHash(t *testing.T, h *Handler, styles string) string {
+func wmsHash(t *testing.T, s *services, styles string) string {
 	t.Helper()
 	b := tileBBox(t, "EPSG:4326", gridset.Index{X: 5, Y: 2, Z: 2})
-	tr, reason := match(h, "SERVICE=WMS&VERSION=1.1.1&REQUEST=GetMap&LAYERS=test:a&SRS=EPSG:4326&WIDTH=256&HEIGHT=256&FORMAT=image/png&STYLES="+
+	tr, reason := match(s.cache, "SERVICE=WMS&VERSION=1.1.1&REQUEST=GetMap&LAYERS=test:a&SRS=EPSG:4326&WIDTH=256&HEIGHT=256&FORMAT=image/png&STYLES="+
 		url.QueryEscape(styles)+"&BBOX="+bboxStr(b, false))
 	if reason != "" {
 		t.Fatalf("WMS-C: %s", reason)
@@ -342,7 +341,7 @@ func TestWMTSKVP(t *testing.T) {
 			gridset.Index{X: 3, Y: 3, Z: 2}, defHash, "image/png"},
 	}
 	for _, c := range ok {
-		tr, caps, e := h.routeWMTSKVP(c.q)
+		tr, caps, e := h.routeKVP(c.q)
 		if e != nil || caps {
 			t.Errorf("%s: error %v caps %v", c.name, e, caps)
 			continue
@@ -351,7 +350,7 @@ func TestWMTSKVP(t *testing.T) {
 			t.Errorf("%s: %v %s %s, want %v %s", c.name, tr.index, tr.params.Hash(), tr.format.Name, c.idx, c.format)
 		}
 	}
-	if _, caps, e := h.routeWMTSKVP("service=wmts&request=getcapabilities&acceptversions=1.0.0"); !caps || e != nil {
+	if _, caps, e := h.routeKVP("service=wmts&request=getcapabilities&acceptversions=1.0.0"); !caps || e != nil {
 		t.Errorf("GetCapabilities: caps %v, error %v", caps, e)
 	}
 
@@ -404,7 +403,7 @@ func TestWMTSKVP(t *testing.T) {
 			wantErr{400, "InvalidParameterValue", "Style"}},
 	}
 	for _, c := range bad {
-		_, caps, e := h.routeWMTSKVP(c.q)
+		_, caps, e := h.routeKVP(c.q)
 		if e == nil || caps {
 			t.Errorf("%s: no error", c.name)
 			continue
@@ -414,7 +413,7 @@ func TestWMTSKVP(t *testing.T) {
 		}
 	}
 	// The one test:b tile at level 2 is there.
-	tr, _, e := h.routeWMTSKVP("REQUEST=GetTile&LAYER=test:b&TILEMATRIXSET=EPSG:4326&TILEMATRIX=EPSG:4326:2&TILEROW=1&TILECOL=4&FORMAT=image/jpeg")
+	tr, _, e := h.routeKVP("REQUEST=GetTile&LAYER=test:b&TILEMATRIXSET=EPSG:4326&TILEMATRIX=EPSG:4326:2&TILEROW=1&TILECOL=4&FORMAT=image/jpeg")
 	if e != nil || tr.index != (gridset.Index{X: 4, Y: 2, Z: 2}) {
 		t.Errorf("test:b tile: %v %v", tr.index, e)
 	}
@@ -487,29 +486,26 @@ func TestWMTSREST(t *testing.T) {
 // A STYLES filter that has "default" among its values: the WMTS style
 // "default" is that value, and the empty value is not advertised.
 func TestWMTSStyleNamedDefault(t *testing.T) {
-	h := &Handler{
+	h := servicesOf(t, compileTest(t, Config{
 		Upstream: "http://127.0.0.1:1/wms",
 		Layers: []LayerConfig{{Name: "l", Parameters: []params.FilterConfig{
 			{Key: "styles", Default: "pop", Values: []string{"", "default", "pop"}}}}},
-		Services: &ServicesConfig{WMTS: "/wmts"},
-		log:      zap.NewNop(),
-	}
-	if err := h.compile(); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.provisionServices(); err != nil {
-		t.Fatal(err)
-	}
-	d := readCaps(t, h.Services.svc.wmtsCapabilities("http://h/wmts"))
+	}), &ServicesConfig{WMTS: "/wmts"})
+	d := readCaps(t, h.wmtsCapabilities("http://h/wmts"))
 	st := d.Layers[0].Styles
 	if len(st) != 2 || st[0].Identifier != "pop" || !st[0].IsDefault || st[1].Identifier != "default" || st[1].IsDefault {
 		t.Errorf("styles %+v", st)
 	}
-	l := h.Services.svc.byName["l"]
+	l := h.cache.layers["l"]
 	for style, want := range map[string]string{"default": "default", "": "pop", "pop": "pop"} {
-		v, e := h.filterValues(l, nil, &style)
-		if e != nil || v.Get("STYLES") != want {
-			t.Errorf("style %q: %q %v, want %q", style, v.Get("STYLES"), e, want)
+		styles, e := l.styleValue(style)
+		if e != nil {
+			t.Errorf("style %q: %v", style, e)
+			continue
+		}
+		v, pe := l.filter(styles, nil)
+		if pe != nil || v.Get("STYLES") != want {
+			t.Errorf("style %q: %q %v, want %q", style, v.Get("STYLES"), pe, want)
 		}
 	}
 }
@@ -519,7 +515,7 @@ func TestWMTSStyleNamedDefault(t *testing.T) {
 func TestTMSRoutes(t *testing.T) {
 	h := newServicesHandler(t)
 	defHash, redHash := wmsHash(t, h, ""), wmsHash(t, h, "red")
-	bHash := h.layers["test:b"].Params.Defaults().Hash() // no filters
+	bHash := h.cache.layers["test:b"].Params.Defaults().Hash() // no filters
 	route := func(path string) (tmsAnswer, *svcError) {
 		r := wmtsReq(path)
 		return h.routeTMS(r, pathSegments(r, "/tms"))
@@ -585,7 +581,7 @@ func TestTMSRoutes(t *testing.T) {
 
 func TestTMSDocuments(t *testing.T) {
 	h := newServicesHandler(t)
-	s := h.Services.svc
+	s := h
 	base := "https://example.org/geo/tms"
 
 	var root struct {
@@ -669,8 +665,8 @@ func TestTMSDocuments(t *testing.T) {
 		m.Origin = struct{ X, Y float64 }{raw.O.X, raw.O.Y}
 		return m
 	}
-	lb := s.byName["test:b"]
-	m := readTileMap(s.tmsTileMap(base, lb, lb.grids[0], &lb.Formats[0]))
+	lb := s.cache.layers["test:b"]
+	m := readTileMap(s.tmsTileMap(base, lb, lb.Grids[0], &lb.Formats[0]))
 	if m.TileMapService != base+"/1.0.0/" || m.SRS != "EPSG:4326" ||
 		m.BoundingBox != (struct{ MinX, MinY, MaxX, MaxY float64 }{0, 0, 90, 45}) ||
 		m.Origin != (struct{ X, Y float64 }{-180, -90}) ||
@@ -685,8 +681,8 @@ func TestTMSDocuments(t *testing.T) {
 			t.Errorf("tile set %d: %+v", z, ts)
 		}
 	}
-	la := s.byName["test:a"]
-	m = readTileMap(s.tmsTileMap(base, la, la.grids[1], &la.Formats[0]))
+	la := s.cache.layers["test:a"]
+	m = readTileMap(s.tmsTileMap(base, la, la.Grids[1], &la.Formats[0]))
 	e := gridset.WebMercatorExtent
 	if m.SRS != "EPSG:900913" || m.Origin.X != -e || m.Origin.Y != -e || m.BoundingBox.MaxY != e || len(m.TileSets.Sets) != 31 ||
 		m.TileSets.Sets[30].UnitsPerPixel != 156543.03390625/math.Exp2(30) || m.TileSets.Profile != "global-mercator" {
@@ -710,7 +706,7 @@ func unmarshal(t *testing.T, doc, into any) {
 func TestXYZRoutes(t *testing.T) {
 	h := newServicesHandler(t)
 	defHash, redHash := wmsHash(t, h, ""), wmsHash(t, h, "red")
-	bHash := h.layers["test:b"].Params.Defaults().Hash() // no filters
+	bHash := h.cache.layers["test:b"].Params.Defaults().Hash() // no filters
 	route := func(path string) (tileRequest, *svcError) {
 		r := wmtsReq(path)
 		return h.routeXYZ(r, pathSegments(r, "/xyz"))
@@ -780,7 +776,7 @@ func TestServeServicesAnswers(t *testing.T) {
 	serve := func(method, target string) (bool, *httptest.ResponseRecorder) {
 		r := httptest.NewRequest(method, target, nil)
 		w := httptest.NewRecorder()
-		handled, err := h.serveServices(w, r)
+		handled, err := h.serve(w, r)
 		if err != nil {
 			t.Fatalf("%s: %v", target, err)
 		}
@@ -891,21 +887,14 @@ func TestServicesConfiguration(t *testing.T) {
 		{"", "/t/", "/t", "share the prefix"},
 		{"", "", "/t?x", "plain path"},
 	} {
-		h := newTestHandler(t)
-		h.Services = &ServicesConfig{WMTS: c.wmts, TMS: c.tms, XYZ: c.xyz}
-		if err := h.provisionServices(); err == nil || !strings.Contains(err.Error(), c.err) {
+		if _, err := compileServices(&ServicesConfig{WMTS: c.wmts, TMS: c.tms, XYZ: c.xyz}, newTestHandler(t)); err == nil || !strings.Contains(err.Error(), c.err) {
 			t.Errorf("%q %q %q: %v, want %q", c.wmts, c.tms, c.xyz, err, c.err)
 		}
 	}
 	// Nested prefixes: the longer wins.
-	h := newTestHandler(t)
-	h.log = zap.NewNop()
-	h.Services = &ServicesConfig{TMS: "/tiles", XYZ: "/tiles/xyz"}
-	if err := h.provisionServices(); err != nil {
-		t.Fatal(err)
-	}
+	h := servicesOf(t, newTestHandler(t), &ServicesConfig{TMS: "/tiles", XYZ: "/tiles/xyz"})
 	w := httptest.NewRecorder()
-	h.serveServices(w, httptest.NewRequest("GET", "/tiles/xyz/test:a/EPSG:4326/0/9/0.png", nil))
+	h.serve(w, httptest.NewRequest("GET", "/tiles/xyz/test:a/EPSG:4326/0/9/0.png", nil))
 	if w.Code != 404 || !strings.Contains(w.Body.String(), "outside layer") {
 		t.Errorf("nested prefix: %d %s", w.Code, w.Body)
 	}
@@ -939,7 +928,7 @@ func TestServicesConfiguration(t *testing.T) {
 
 func TestDemoInfo(t *testing.T) {
 	h := newServicesHandler(t)
-	info := h.Services.svc.demoInfo
+	info := h.demoInfo()
 	if info.WMSURL != "../wms" || info.WMTSURL != "../wmts" || info.TMSURL != "../tms" || info.XYZURL != "../xyz" {
 		t.Errorf("URLs %q %q %q %q", info.WMSURL, info.WMTSURL, info.TMSURL, info.XYZURL)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/tilecache/caddy-tilecache/module/gridset"
 	"github.com/tilecache/caddy-tilecache/module/ogc"
+	"github.com/tilecache/caddy-tilecache/module/params"
 )
 
 // TMS 1.0.0 (OSGeo Tile Map Service). A tile map is a layer in one gridset
@@ -26,23 +27,22 @@ type tmsAnswer struct {
 	doc  func(base string) any // nil for a tile
 }
 
-func (h *Handler) serveTMS(w http.ResponseWriter, r *http.Request, segs []string) error {
+func (s *services) serveTMS(w http.ResponseWriter, r *http.Request, segs []string) error {
 	if !methodAllowed(w, r) {
 		return nil
 	}
-	a, e := h.routeTMS(r, segs)
+	a, e := s.routeTMS(r, segs)
 	switch {
 	case e != nil:
 		writeText(w, e)
 		return nil
 	case a.doc != nil:
-		return writeXML(w, r, http.StatusOK, a.doc(serviceURL(r, h.Services.svc.tms)))
+		return writeXML(w, r, http.StatusOK, a.doc(serviceURL(r, s.tms)))
 	}
-	return h.serveTile(w, r, &a.tile)
+	return s.cache.serveTile(w, r, &a.tile)
 }
 
-func (h *Handler) routeTMS(r *http.Request, segs []string) (a tmsAnswer, e *svcError) {
-	s := h.Services.svc
+func (s *services) routeTMS(r *http.Request, segs []string) (a tmsAnswer, e *svcError) {
 	// A trailing slash names the same document.
 	if n := len(segs); n > 0 && segs[n-1] == "" {
 		segs = segs[:n-1]
@@ -89,22 +89,18 @@ func (h *Handler) routeTMS(r *http.Request, segs []string) (a tmsAnswer, e *svcE
 	if e := notCached(l, g, idx, idx.Y); e != nil {
 		return a, e
 	}
-	q, e := h.parseQuery(r.URL.RawQuery)
+	v, e := s.tileParams(r, l)
 	if e != nil {
 		return a, e
 	}
-	v, e := h.filterValues(l, q, nil)
-	if e != nil {
-		return a, e
-	}
-	a.tile = tileRequest{layer: l.Layer, grid: g.Grid, format: f, index: idx, params: v}
+	a.tile = tileRequest{layer: l, grid: g, format: f, index: idx, params: v}
 	return a, nil
 }
 
 // notCached is the 404 of a TMS or XYZ tile the layer does not cache; y is
 // the row as the client counts it, for the message.
-func notCached(l *svcLayer, g *svcGrid, idx gridset.Index, y int64) *svcError {
-	switch checkTile(g.Grid, idx) {
+func notCached(l *Layer, g *Grid, idx gridset.Index, y int64) *svcError {
+	switch checkTile(g, idx) {
 	case zoomOut:
 		return errorf(http.StatusNotFound, "", "", "layer %s is not cached at level %d of %s (cached: %d to %d)",
 			l.Name, idx.Z, g.Name, g.MinZoom, g.MaxZoom)
@@ -116,13 +112,13 @@ func notCached(l *svcLayer, g *svcGrid, idx gridset.Index, y int64) *svcError {
 }
 
 // tileMapID names a tile map: <layer>@<gridset>@<ext>.
-func tileMapID(l *svcLayer, g *svcGrid, f *Format) string {
+func tileMapID(l *Layer, g *Grid, f *Format) string {
 	return l.Name + "@" + g.Name + "@" + f.Extension()
 }
 
 // tileMap finds the tile map named id. Layer and gridset names may hold
 // "@": every split is tried.
-func (s *services) tileMap(id string) (*svcLayer, *svcGrid, *Format, bool) {
+func (s *services) tileMap(id string) (*Layer, *Grid, *Format, bool) {
 	i := strings.LastIndexByte(id, '@')
 	if i < 0 {
 		return nil, nil, nil, false
@@ -132,15 +128,15 @@ func (s *services) tileMap(id string) (*svcLayer, *svcGrid, *Format, bool) {
 		if rest[j] != '@' {
 			continue
 		}
-		l := s.byName[rest[:j]]
+		l := s.cache.layers[rest[:j]]
 		if l == nil {
 			continue
 		}
-		g := l.grid(rest[j+1:])
+		g, ok := l.Grid(rest[j+1:])
 		f := l.formatByExt(ext)
 		// Only the canonical extension names the tile map, so that one
 		// tile map has one name (and one set of URLs).
-		if g != nil && f != nil && f.Extension() == ext {
+		if ok && f != nil && f.Extension() == ext {
 			return l, g, f, true
 		}
 	}
@@ -162,7 +158,7 @@ func tmsProfile(g *gridset.Gridset) string {
 }
 
 // hasTiles reports whether the layer caches any tile of g.
-func (g *svcGrid) hasTiles() bool {
+func (g *Grid) hasTiles() bool {
 	for z := g.MinZoom; z <= g.MaxZoom; z++ {
 		if !g.Coverage[z].Empty() {
 			return true
@@ -180,8 +176,8 @@ func (s *services) tmsRoot(base string) *ogc.TMSRoot {
 func (s *services) tileMapService(base string) *ogc.TileMapService {
 	doc := &ogc.TileMapService{Version: tmsVersion, Services: base + "/", Title: "tile_cache TMS",
 		Abstract: "Every cached layer, in each of its gridsets and formats."}
-	for _, l := range s.layers {
-		for _, g := range l.grids {
+	for _, l := range s.cache.order {
+		for _, g := range l.Grids {
 			if !g.hasTiles() {
 				continue
 			}
@@ -201,15 +197,15 @@ func (s *services) tileMapService(base string) *ogc.TileMapService {
 // tmsTileMap describes one tile map. Origin is the bottom-left corner of
 // the gridset's extent: where tile 0,0 starts for bottom-aligned gridsets
 // (and top-aligned ones whose extent is a whole number of tiles).
-func (s *services) tmsTileMap(base string, l *svcLayer, g *svcGrid, f *Format) *ogc.TileMap {
+func (s *services) tmsTileMap(base string, l *Layer, g *Grid, f *Format) *ogc.TileMap {
 	href := base + "/" + tmsVersion + "/" + escapePath(tileMapID(l, g, f))
 	doc := &ogc.TileMap{
 		Version:        tmsVersion,
 		TileMapService: base + "/" + tmsVersion + "/",
 		Title:          l.Name,
 		SRS:            fmt.Sprintf("EPSG:%d", g.SRS),
-		BoundingBox: ogc.TMSBoundingBox{MinX: ogc.Num(g.extent.MinX), MinY: ogc.Num(g.extent.MinY),
-			MaxX: ogc.Num(g.extent.MaxX), MaxY: ogc.Num(g.extent.MaxY)},
+		BoundingBox: ogc.TMSBoundingBox{MinX: ogc.Num(g.Area.MinX), MinY: ogc.Num(g.Area.MinY),
+			MaxX: ogc.Num(g.Area.MaxX), MaxY: ogc.Num(g.Area.MaxY)},
 		Origin:     ogc.TMSOrigin{X: ogc.Num(g.Gridset.Extent.MinX), Y: ogc.Num(g.Gridset.Extent.MinY)},
 		TileFormat: ogc.TMSTileFormat{Width: g.TileWidth, Height: g.TileHeight, MIMEType: f.MIME, Extension: f.Extension()},
 		TileSets:   ogc.TMSTileSets{Profile: tmsProfile(g.Gridset)},
@@ -221,3 +217,21 @@ func (s *services) tmsTileMap(base string, l *svcLayer, g *svcGrid, f *Format) *
 	}
 	return doc
 }
+
+// tileParams runs a TMS or XYZ tile's query (STYLES and other parameter
+// filters) through the layer's filters.
+func (s *services) tileParams(r *http.Request, l *Layer) (params.Values, *svcError) {
+	var q query
+	if e := s.scanQuery(r.URL.RawQuery, stylesName, &q); e != nil {
+		return params.Values{}, e
+	}
+	v, pe := l.filter(q.fields[0], q.extras())
+	if pe != nil {
+		return params.Values{}, filterError(l, pe)
+	}
+	return v, nil
+}
+
+// stylesName: TMS and XYZ have no parameters of their own but STYLES,
+// which the layer's filters read like WMS-C's.
+var stylesName = []string{"STYLES"}

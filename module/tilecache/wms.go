@@ -2,7 +2,6 @@ package tilecache
 
 import (
 	"errors"
-	"net/url"
 	"strconv"
 	"strings"
 
@@ -38,7 +37,7 @@ const (
 	passUnknownParam = "unknown-parameter"
 )
 
-// the parameters every tile request has, by position in wmsRequest.fields
+// the parameters every GetMap has, by position in query.fields
 const (
 	fService = iota
 	fVersion
@@ -51,111 +50,27 @@ const (
 	fWidth
 	fHeight
 	fFormat
-	nFields
 )
 
-var fieldNames = [nFields]string{"SERVICE", "VERSION", "REQUEST", "LAYERS", "STYLES", "SRS", "CRS", "BBOX", "WIDTH", "HEIGHT", "FORMAT"}
+var wmsNames = []string{"SERVICE", "VERSION", "REQUEST", "LAYERS", "STYLES", "SRS", "CRS", "BBOX", "WIDTH", "HEIGHT", "FORMAT"}
 
-// wmsRequest holds a GetMap's parameters. Keys are matched
-// case-insensitively without allocating; values are unescaped only when
-// they need it.
-type wmsRequest struct {
-	fields [nFields]string
-	seen   [nFields]bool
-	// extra holds parameters that are neither the standard ones nor
-	// neutral; only a layer's parameter filters can accept them. A fixed
-	// array keeps the request on the stack; more than fit is not a tile
-	// request any layer here is configured for.
-	extra  [maxExtra]param
-	nExtra int
-}
-
-const maxExtra = 8
-
-type param struct{ key, value string }
-
-// parseWMS splits a raw query string. It does not decide anything about
-// layers; it only reports malformed or duplicated input.
-func (h *Handler) parseWMS(raw string, req *wmsRequest) string {
-	limit := h.MaxParamLength
-	if limit == 0 {
-		limit = DefaultMaxParamLength
-	}
-	for raw != "" {
-		var kv string
-		kv, raw, _ = strings.Cut(raw, "&")
-		if kv == "" {
-			continue
-		}
-		k, v, _ := strings.Cut(kv, "=")
-		k, ok1 := unescape(k)
-		v, ok2 := unescape(v)
-		if !ok1 || !ok2 || len(k) > limit || len(v) > limit {
-			return passMalformed
-		}
-		i := fieldIndex(k)
-		if i >= 0 {
-			if req.seen[i] {
-				return passDuplicate
-			}
-			req.fields[i], req.seen[i] = v, true
-			continue
-		}
-		if h.isNeutral(k) {
-			continue
-		}
-		for _, p := range req.extra[:req.nExtra] {
-			if strings.EqualFold(p.key, k) {
-				return passDuplicate
-			}
-		}
-		if req.nExtra == maxExtra {
-			return passUnknownParam
-		}
-		req.extra[req.nExtra] = param{k, v}
-		req.nExtra++
+// scanWMS reads a GetMap's query; it decides nothing about layers, only
+// reports malformed or duplicated input.
+func (c *Cache) scanWMS(raw string, q *query) string {
+	switch fault, _ := q.scan(raw, wmsNames, c.neutral, c.cfg.MaxParamLength); fault {
+	case queryMalformed:
+		return passMalformed
+	case queryDuplicate:
+		return passDuplicate
+	case queryTooMany:
+		return passUnknownParam
 	}
 	return ""
 }
 
-// DefaultMaxParamLength bounds a tile request's parameter names and values
-// (unescaped, in bytes) unless max_param_length says otherwise: no WMS-C
-// client sends more, and a filter's regular expression need not see more.
-const DefaultMaxParamLength = 1024
-
-func unescape(s string) (string, bool) {
-	if strings.IndexByte(s, '%') < 0 && strings.IndexByte(s, '+') < 0 {
-		return s, true
-	}
-	u, err := url.QueryUnescape(s)
-	return u, err == nil
-}
-
-func fieldIndex(k string) int {
-	for i, n := range fieldNames {
-		if len(n) == len(k) && strings.EqualFold(n, k) {
-			return i
-		}
-	}
-	return -1
-}
-
-// neutral parameters change nothing about the image a tile request gets,
-// or are set by the layer's configuration instead of the client.
-var defaultNeutral = []string{"TILED", "TRANSPARENT", "EXCEPTIONS", "TILESORIGIN"}
-
-func (h *Handler) isNeutral(k string) bool {
-	for _, n := range h.neutral {
-		if strings.EqualFold(n, k) {
-			return true
-		}
-	}
-	return false
-}
-
 // matchTile decides whether a GetMap is a tile request, and which tile.
 // It returns the reason when it is not.
-func (h *Handler) matchTile(req *wmsRequest, tr *tileRequest) string {
+func (c *Cache) matchTile(req *query, tr *tileRequest) string {
 	f := &req.fields
 	if !strings.EqualFold(f[fRequest], "GetMap") {
 		return passNotGetMap
@@ -181,7 +96,7 @@ func (h *Handler) matchTile(req *wmsRequest, tr *tileRequest) string {
 	default:
 		return passVersion
 	}
-	layer := h.layers[f[fLayers]]
+	layer := c.layers[f[fLayers]]
 	if layer == nil {
 		return passLayer
 	}
@@ -192,8 +107,14 @@ func (h *Handler) matchTile(req *wmsRequest, tr *tileRequest) string {
 	}
 	tr.format = format
 	// Styles and the other extra parameters go through the layer's filters.
-	if reason := normalizeParams(layer, req, &tr.params); reason != "" {
-		return reason
+	v, perr := layer.filter(f[fStyles], req.extras())
+	switch {
+	case perr == nil:
+		tr.params = v
+	case perr.unknown:
+		return passUnknownParam
+	default:
+		return passParam
 	}
 	code, forceXY, err := gridset.ParseSRS(srsValue)
 	if err != nil {
@@ -226,46 +147,16 @@ func (h *Handler) matchTile(req *wmsRequest, tr *tileRequest) string {
 			}
 			continue
 		}
-		if idx.Z < g.MinZoom || idx.Z > g.MaxZoom {
+		switch checkTile(g, idx) {
+		case zoomOut:
 			return passZoom
-		}
-		if !g.Coverage[idx.Z].Contains(idx.X, idx.Y) {
+		case colOut, rowOut:
 			return passCoverage
 		}
 		tr.grid, tr.index = g, idx
 		return ""
 	}
 	return reason
-}
-
-// normalizeParams runs STYLES and the extra parameters through the layer's
-// filters. A request sending none of them (the common case) costs nothing.
-func normalizeParams(layer *Layer, req *wmsRequest, out *params.Values) string {
-	styles := req.fields[fStyles]
-	extra := req.extra[:req.nExtra]
-	if len(extra) == 0 && styles == "" {
-		*out = layer.Params.Defaults()
-		return ""
-	}
-	raw := make(map[string]string, len(extra)+1)
-	if styles != "" {
-		if !layer.Params.Has("STYLES") {
-			return passParam
-		}
-		raw["STYLES"] = styles
-	}
-	for _, p := range extra {
-		if !layer.Params.Has(p.key) {
-			return passUnknownParam
-		}
-		raw[p.key] = p.value
-	}
-	v, err := layer.Params.Normalize(raw)
-	if err != nil {
-		return passParam
-	}
-	*out = v
-	return ""
 }
 
 // parseBBox reads "minx,miny,maxx,maxy" without allocating.

@@ -10,53 +10,6 @@ import (
 	"github.com/tilecache/caddy-tilecache/module/params"
 )
 
-// Two layers, compiled as Provision would compile them (without the store,
-// the fetcher and the metrics registry, which matching does not use):
-//
-//   - test:a: both built-in gridsets, PNG and JPEG, a STYLES filter
-//     ("" or "red"), every level, the whole world;
-//   - test:b: EPSG:4326 only, JPEG only, levels 2..10, lon 0..90 lat 0..45.
-func newTestHandler(t testing.TB) *Handler {
-	t.Helper()
-	minZ, maxZ := 2, 10
-	h := &Handler{
-		Upstream:      "http://127.0.0.1:1/wms",
-		NeutralParams: []string{"FORMAT_OPTIONS"},
-		Layers: []LayerConfig{
-			{
-				Name:     "test:a",
-				Gridsets: []string{"EPSG:4326", "EPSG:900913"},
-				Parameters: []params.FilterConfig{
-					{Key: "STYLES", Values: []string{"", "red"}},
-				},
-			},
-			{
-				Name:     "test:b",
-				Formats:  []string{"image/jpeg"},
-				Gridsets: []string{"EPSG:4326"},
-				MinZoom:  &minZ,
-				MaxZoom:  &maxZ,
-				Extent:   &[4]float64{0, 0, 90, 45},
-			},
-		},
-	}
-	h.neutral = append(append([]string{}, defaultNeutral...), h.NeutralParams...)
-	if err := h.compile(); err != nil {
-		t.Fatalf("compile: %v", err)
-	}
-	return h
-}
-
-// match runs a raw query through parseWMS and matchTile as ServeHTTP does.
-func match(h *Handler, raw string) (tileRequest, string) {
-	var req wmsRequest
-	var tr tileRequest
-	if reason := h.parseWMS(raw, &req); reason != "" {
-		return tr, reason
-	}
-	return tr, h.matchTile(&req, &tr)
-}
-
 func ff(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 
 // bboxStr formats a bbox as x,y order (WMS 1.1.1), or y,x when yx is set
@@ -407,28 +360,28 @@ func TestMatchTileParams(t *testing.T) {
 // Extras up to the fixed array's size parse; one more is not a tile request.
 func TestParseWMSManyExtras(t *testing.T) {
 	h := newTestHandler(t)
-	var req wmsRequest
+	var req query
 	q := "A=1&B=2&C=3&D=4&E=5&F=6&a=7"
-	if r := h.parseWMS(q, &req); r != passDuplicate {
+	if r := h.scanWMS(q, &req); r != passDuplicate {
 		t.Fatalf("got %q", r)
 	}
-	req = wmsRequest{}
-	if r := h.parseWMS("A=1&B=2&C=3&D=4&E=5&F=6", &req); r != "" || req.nExtra != 6 {
+	req = query{}
+	if r := h.scanWMS("A=1&B=2&C=3&D=4&E=5&F=6", &req); r != "" || req.nExtra != 6 {
 		t.Fatalf("got %q, %d extras", r, req.nExtra)
 	}
 	if req.extra[5] != (param{"F", "6"}) {
 		t.Fatalf("extra %v", req.extra)
 	}
-	req = wmsRequest{}
-	if r := h.parseWMS("A=1&B=2&C=3&D=4&E=5&F=6&G=7&H=8&I=9", &req); r != passUnknownParam {
+	req = query{}
+	if r := h.scanWMS("A=1&B=2&C=3&D=4&E=5&F=6&G=7&H=8&I=9", &req); r != passUnknownParam {
 		t.Fatalf("9 extras: got %q", r)
 	}
 }
 
 func TestParseWMSUnescapes(t *testing.T) {
 	h := newTestHandler(t)
-	var req wmsRequest
-	if r := h.parseWMS("LAYERS=a%3Ab+c&%42BOX=1%2C2&CQL_FILTER=x%3D%27a+b%27", &req); r != "" {
+	var req query
+	if r := h.scanWMS("LAYERS=a%3Ab+c&%42BOX=1%2C2&CQL_FILTER=x%3D%27a+b%27", &req); r != "" {
 		t.Fatal(r)
 	}
 	if req.fields[fLayers] != "a:b c" || req.fields[fBBox] != "1,2" || !req.seen[fBBox] {
@@ -499,26 +452,30 @@ func TestMatchTileAllocs(t *testing.T) {
 	}
 }
 
-// A configured neutral parameter that a layer also filters: the neutral
-// list wins in parseWMS, so the filter never sees the value and every
-// CQL_FILTER is answered with the unfiltered (default) tiles. Either
-// compile should refuse the combination or the filter should apply.
+// A configured neutral parameter that a layer also filters would let the
+// neutral list win, so the filter would never see the value and every
+// CQL_FILTER would be answered with the unfiltered tiles: compiling refuses
+// the combination, naming both.
 func TestNeutralParamDoesNotBypassFilter(t *testing.T) {
-	h := &Handler{
+	_, err := compile("x", Config{
+		Upstream:      "http://a/wms",
 		NeutralParams: []string{"cql_filter"},
 		Layers: []LayerConfig{{
 			Name:       "test:a",
 			Parameters: []params.FilterConfig{{Key: "CQL_FILTER", Values: []string{"", "pop>1000"}}},
 		}},
+	})
+	if err == nil || !strings.Contains(err.Error(), "neutral_params cql_filter") || !strings.Contains(err.Error(), `layer "test:a"`) {
+		t.Fatalf("compile: %v, want the neutral_params/filter clash refused", err)
 	}
-	h.neutral = append(append([]string{}, defaultNeutral...), h.NeutralParams...)
-	if err := h.compile(); err != nil {
-		return // refused: fine
-	}
+	// A default neutral parameter simply yields to the filter.
+	c := compileTest(t, Config{Upstream: "http://a/wms", Layers: []LayerConfig{{
+		Name:       "test:a",
+		Parameters: []params.FilterConfig{{Key: "TILED", Values: []string{"", "yes"}}},
+	}}})
 	b := bboxStr(tileBBox(t, "EPSG:4326", gridset.Index{X: 5, Y: 2, Z: 3}), false)
-	tr, r := match(h, q111("test:a", "EPSG:4326", b, "CQL_FILTER", "pop%3E1000"))
-	if r == "" && tr.params.Get("CQL_FILTER") != "pop>1000" {
-		t.Fatalf("CQL_FILTER=pop>1000 matched the tile set %q (hash %s): the unfiltered tiles would be served",
-			tr.params.Canonical(), tr.params.Hash())
+	tr, r := match(c, q111("test:a", "EPSG:4326", b, "TILED", "yes"))
+	if r != "" || tr.params.Get("TILED") != "yes" {
+		t.Fatalf("TILED=yes with a TILED filter: %q, params %q", r, tr.params.Canonical())
 	}
 }

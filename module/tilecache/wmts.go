@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"slices"
 	"strings"
 
 	"github.com/tilecache/caddy-tilecache/module/gridset"
@@ -24,9 +23,25 @@ import (
 
 const wmtsCapabilitiesPath = "1.0.0/WMTSCapabilities.xml"
 
-// the KVP parameters of WMTS requests (the rest are parameter filters)
-var wmtsKeys = []string{"SERVICE", "REQUEST", "VERSION", "LAYER", "STYLE", "TILEMATRIXSET", "TILEMATRIX",
-	"TILEROW", "TILECOL", "FORMAT", "ACCEPTVERSIONS", "SECTIONS", "UPDATESEQUENCE", "ACCEPTFORMATS", "ACCEPTLANGUAGES"}
+// the KVP parameters of WMTS requests, by position in query.fields (the
+// rest are parameter filters). STYLES is here to be refused: WMTS names
+// the style in STYLE.
+const (
+	wService = iota
+	wRequest
+	wVersion
+	wLayer
+	wStyle
+	wTileMatrixSet
+	wTileMatrix
+	wTileRow
+	wTileCol
+	wFormat
+	wStyles
+)
+
+var wmtsNames = []string{"SERVICE", "REQUEST", "VERSION", "LAYER", "STYLE", "TILEMATRIXSET", "TILEMATRIX",
+	"TILEROW", "TILECOL", "FORMAT", "STYLES", "ACCEPTVERSIONS", "SECTIONS", "UPDATESEQUENCE", "ACCEPTFORMATS", "ACCEPTLANGUAGES"}
 
 // wmtsTile is a GetTile's tile coordinates as sent, before any checking.
 type wmtsTile struct {
@@ -35,29 +50,32 @@ type wmtsTile struct {
 	row, col          string
 	// format is KVP's FORMAT (a MIME type), ext REST's file extension.
 	format, ext string
-	extra       []param // the other query parameters: parameter filters
 }
 
-func (h *Handler) serveWMTS(w http.ResponseWriter, r *http.Request, segs []string) error {
+func (s *services) serveWMTS(w http.ResponseWriter, r *http.Request, segs []string) error {
 	if !methodAllowed(w, r) {
 		return nil
 	}
-	tr, caps, e := h.routeWMTS(r, segs)
+	tr, caps, e := s.routeWMTS(r, segs)
 	switch {
 	case e != nil:
 		return writeXML(w, r, e.status, ogc.NewExceptionReport(e.code, e.locator, e.msg))
 	case caps:
-		return writeXML(w, r, http.StatusOK, h.Services.svc.wmtsCapabilities(serviceURL(r, h.Services.svc.wmts)))
+		return writeXML(w, r, http.StatusOK, s.wmtsCapabilities(serviceURL(r, s.wmts)))
 	}
-	return h.serveTile(w, r, &tr)
+	return s.cache.serveTile(w, r, &tr)
 }
 
 // routeWMTS decides what a WMTS request is: a tile, the capabilities
 // (caps), or an error.
-func (h *Handler) routeWMTS(r *http.Request, segs []string) (tr tileRequest, caps bool, e *svcError) {
+func (s *services) routeWMTS(r *http.Request, segs []string) (tr tileRequest, caps bool, e *svcError) {
+	var q query
+	if e := s.scanQuery(r.URL.RawQuery, wmtsNames, &q); e != nil {
+		return tr, false, e
+	}
 	switch {
 	case len(segs) == 0 || len(segs) == 1 && segs[0] == "":
-		return h.routeWMTSKVP(r.URL.RawQuery)
+		return s.routeWMTSKVP(&q)
 	case len(segs) >= 1 && segs[0] == "1.0.0" && strings.Join(segs, "/") == wmtsCapabilitiesPath:
 		return tr, true, nil
 	case len(segs) == 7 && segs[0] == "1.0.0":
@@ -66,37 +84,20 @@ func (h *Handler) routeWMTS(r *http.Request, segs []string) (tr tileRequest, cap
 			return tr, false, errorf(http.StatusNotFound, ogc.CodeNoApplicableCode, "",
 				"no such WMTS resource: a tile is <layer>/<style>/<TileMatrixSet>/<TileMatrix>/<TileRow>/<TileCol>.<ext>")
 		}
-		q, e := h.parseQuery(r.URL.RawQuery)
-		if e != nil {
-			return tr, false, e
-		}
-		tr, e = h.wmtsTile(&wmtsTile{layer: segs[1], style: segs[2], matrixSet: segs[3], matrix: segs[4],
-			row: segs[5], col: col, ext: ext, extra: q})
+		tr, e = s.wmtsTile(&wmtsTile{layer: segs[1], style: segs[2], matrixSet: segs[3], matrix: segs[4],
+			row: segs[5], col: col, ext: ext}, &q)
 		return tr, false, e
 	}
 	return tr, false, errorf(http.StatusNotFound, ogc.CodeNoApplicableCode, "",
 		"no such WMTS resource: use ?SERVICE=WMTS&REQUEST=GetCapabilities or %s", wmtsCapabilitiesPath)
 }
 
-func (h *Handler) routeWMTSKVP(raw string) (tr tileRequest, caps bool, e *svcError) {
-	q, e := h.parseQuery(raw)
-	if e != nil {
-		return tr, false, e
+func (s *services) routeWMTSKVP(q *query) (tr tileRequest, caps bool, e *svcError) {
+	f := &q.fields
+	if q.seen[wService] && !strings.EqualFold(f[wService], "WMTS") {
+		return tr, false, errorf(http.StatusBadRequest, ogc.CodeInvalidParameterValue, "Service", "SERVICE must be WMTS, not %q", f[wService])
 	}
-	kv := map[string]string{}
-	var extra []param
-	for _, p := range q {
-		key := strings.ToUpper(p.key)
-		if slices.Contains(wmtsKeys, key) {
-			kv[key] = p.value
-		} else {
-			extra = append(extra, p)
-		}
-	}
-	if s, ok := kv["SERVICE"]; ok && !strings.EqualFold(s, "WMTS") {
-		return tr, false, errorf(http.StatusBadRequest, ogc.CodeInvalidParameterValue, "Service", "SERVICE must be WMTS, not %q", s)
-	}
-	req := kv["REQUEST"]
+	req := f[wRequest]
 	switch {
 	case req == "":
 		return tr, false, errorf(http.StatusBadRequest, ogc.CodeMissingParameterValue, "Request", "REQUEST is missing (GetCapabilities or GetTile)")
@@ -106,33 +107,44 @@ func (h *Handler) routeWMTSKVP(raw string) (tr tileRequest, caps bool, e *svcErr
 		return tr, false, errorf(http.StatusNotImplemented, ogc.CodeOperationNotSupported, "Request",
 			"request %q is not supported: GetCapabilities or GetTile", req)
 	}
-	if v, ok := kv["VERSION"]; ok && v != "1.0.0" {
-		return tr, false, errorf(http.StatusBadRequest, ogc.CodeInvalidParameterValue, "Version", "VERSION must be 1.0.0, not %q", v)
+	if q.seen[wVersion] && f[wVersion] != "1.0.0" {
+		return tr, false, errorf(http.StatusBadRequest, ogc.CodeInvalidParameterValue, "Version", "VERSION must be 1.0.0, not %q", f[wVersion])
 	}
-	for _, k := range []struct{ key, locator string }{
-		{"LAYER", "Layer"}, {"TILEMATRIXSET", "TileMatrixSet"}, {"TILEMATRIX", "TileMatrix"},
-		{"TILEROW", "TileRow"}, {"TILECOL", "TileCol"}, {"FORMAT", "Format"},
+	for _, k := range []struct {
+		field   int
+		locator string
+	}{
+		{wLayer, "Layer"}, {wTileMatrixSet, "TileMatrixSet"}, {wTileMatrix, "TileMatrix"},
+		{wTileRow, "TileRow"}, {wTileCol, "TileCol"}, {wFormat, "Format"},
 	} {
-		if kv[k.key] == "" {
-			return tr, false, errorf(http.StatusBadRequest, ogc.CodeMissingParameterValue, k.locator, "%s is missing", k.key)
+		if f[k.field] == "" {
+			return tr, false, errorf(http.StatusBadRequest, ogc.CodeMissingParameterValue, k.locator, "%s is missing", wmtsNames[k.field])
 		}
 	}
-	tr, e = h.wmtsTile(&wmtsTile{layer: kv["LAYER"], style: kv["STYLE"], matrixSet: kv["TILEMATRIXSET"],
-		matrix: kv["TILEMATRIX"], row: kv["TILEROW"], col: kv["TILECOL"], format: kv["FORMAT"], extra: extra})
+	tr, e = s.wmtsTile(&wmtsTile{layer: f[wLayer], style: f[wStyle], matrixSet: f[wTileMatrixSet],
+		matrix: f[wTileMatrix], row: f[wTileRow], col: f[wTileCol], format: f[wFormat]}, q)
 	return tr, false, e
 }
 
-// wmtsTile checks a GetTile (KVP or REST) and finds its tile.
-func (h *Handler) wmtsTile(t *wmtsTile) (tileRequest, *svcError) {
+// wmtsTile checks a GetTile (KVP or REST) and finds its tile; q holds the
+// request's other parameters, for the layer's filters.
+func (s *services) wmtsTile(t *wmtsTile, q *query) (tileRequest, *svcError) {
 	var tr tileRequest
-	s := h.Services.svc
-	l := s.byName[t.layer]
+	l := s.cache.layers[t.layer]
 	if l == nil {
 		return tr, errorf(http.StatusBadRequest, ogc.CodeInvalidParameterValue, "Layer", "unknown layer %q", t.layer)
 	}
-	v, e := h.filterValues(l, t.extra, &t.style)
+	if q.seen[wStyles] {
+		return tr, errorf(http.StatusBadRequest, ogc.CodeInvalidParameterValue, "STYLES",
+			"WMTS names the style in STYLE (or the path), not STYLES")
+	}
+	styles, e := l.styleValue(t.style)
 	if e != nil {
 		return tr, e
+	}
+	v, pe := l.filter(styles, q.extras())
+	if pe != nil {
+		return tr, filterError(l, pe)
 	}
 	var f *Format
 	if t.ext != "" {
@@ -145,8 +157,8 @@ func (h *Handler) wmtsTile(t *wmtsTile) (tileRequest, *svcError) {
 		return tr, errorf(http.StatusBadRequest, ogc.CodeInvalidParameterValue, "Format",
 			"layer %s is not cached in format %q", l.Name, t.format)
 	}
-	g := l.grid(t.matrixSet)
-	if g == nil {
+	g, ok := l.Grid(t.matrixSet)
+	if !ok {
 		return tr, errorf(http.StatusBadRequest, ogc.CodeInvalidParameterValue, "TileMatrixSet",
 			"layer %s has no TileMatrixSet %q", l.Name, t.matrixSet)
 	}
@@ -174,21 +186,21 @@ func (h *Handler) wmtsTile(t *wmtsTile) (tileRequest, *svcError) {
 	if row < lv.TilesHigh {
 		idx.Y = flipY(lv, row)
 	}
-	switch checkTile(g.Grid, idx) {
+	switch checkTile(g, idx) {
 	case zoomOut:
 		return tr, errorf(http.StatusBadRequest, ogc.CodeTileOutOfRange, "TileMatrix",
 			"layer %s is not cached at TileMatrix %s (cached: %s to %s)", l.Name, t.matrix,
 			g.Levels[g.MinZoom].Name, g.Levels[g.MaxZoom].Name)
 	case rowOut:
-		lim := wmtsLimits(g.Grid, z)
+		lim := wmtsLimits(g, z)
 		return tr, errorf(http.StatusBadRequest, ogc.CodeTileOutOfRange, "TileRow",
 			"TileRow %d is outside %d..%d for layer %s at TileMatrix %s", row, lim.MinTileRow, lim.MaxTileRow, l.Name, t.matrix)
 	case colOut:
-		lim := wmtsLimits(g.Grid, z)
+		lim := wmtsLimits(g, z)
 		return tr, errorf(http.StatusBadRequest, ogc.CodeTileOutOfRange, "TileCol",
 			"TileCol %d is outside %d..%d for layer %s at TileMatrix %s", col, lim.MinTileCol, lim.MaxTileCol, l.Name, t.matrix)
 	}
-	return tileRequest{layer: l.Layer, grid: g.Grid, format: f, index: idx, params: v}, nil
+	return tileRequest{layer: l, grid: g, format: f, index: idx, params: v}, nil
 }
 
 // wmtsLimits is the layer's coverage at level z in WMTS rows and columns.
@@ -234,26 +246,26 @@ func (s *services) wmtsCapabilities(base string) *ogc.Capabilities {
 		{Name: "GetTile", Gets: []ogc.Get{kvp}},
 	}
 	c.ServiceMetadataURL = &ogc.Href{Href: base + "/" + wmtsCapabilitiesPath}
-	for _, l := range s.layers {
+	for _, l := range s.cache.order {
 		wl := ogc.Layer{
 			Title:      l.Name,
 			Identifier: l.Name,
 			WGS84BoundingBox: ogc.BoundingBox{
-				LowerCorner: ogc.Pair{l.wgs84.MinX, l.wgs84.MinY},
-				UpperCorner: ogc.Pair{l.wgs84.MaxX, l.wgs84.MaxY},
+				LowerCorner: ogc.Pair{l.WGS84.MinX, l.WGS84.MinY},
+				UpperCorner: ogc.Pair{l.WGS84.MaxX, l.WGS84.MaxY},
 			},
 		}
-		for _, st := range l.styles {
+		for _, st := range l.styles.list {
 			wl.Styles = append(wl.Styles, ogc.Style{IsDefault: st.isDefault, Title: st.id, Identifier: st.id})
 		}
 		for _, f := range l.Formats {
 			wl.Formats = append(wl.Formats, f.Name)
 		}
-		for _, g := range l.grids {
+		for _, g := range l.Grids {
 			var lim ogc.TileMatrixSetLimits
 			for z := g.MinZoom; z <= g.MaxZoom; z++ {
 				if !g.Coverage[z].Empty() {
-					lim.Limits = append(lim.Limits, wmtsLimits(g.Grid, z))
+					lim.Limits = append(lim.Limits, wmtsLimits(g, z))
 				}
 			}
 			if len(lim.Limits) == 0 {
@@ -274,7 +286,7 @@ func (s *services) wmtsCapabilities(base string) *ogc.Capabilities {
 		}
 		c.Contents.Layers = append(c.Contents.Layers, wl)
 	}
-	for _, g := range s.gridsets {
+	for _, g := range s.cache.grids {
 		ms := ogc.TileMatrixSet{
 			Identifier:   g.Name,
 			SupportedCRS: fmt.Sprintf("urn:ogc:def:crs:EPSG::%d", g.SRS),

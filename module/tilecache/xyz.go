@@ -11,24 +11,23 @@ import (
 // named as configured ("EPSG:900913"), or by an SRS that is one of the
 // layer's gridsets' ("EPSG:3857").
 
-func (h *Handler) serveXYZ(w http.ResponseWriter, r *http.Request, segs []string) error {
+func (s *services) serveXYZ(w http.ResponseWriter, r *http.Request, segs []string) error {
 	if !methodAllowed(w, r) {
 		return nil
 	}
-	tr, e := h.routeXYZ(r, segs)
+	tr, e := s.routeXYZ(r, segs)
 	if e != nil {
 		writeText(w, e)
 		return nil
 	}
-	return h.serveTile(w, r, &tr)
+	return s.cache.serveTile(w, r, &tr)
 }
 
-func (h *Handler) routeXYZ(r *http.Request, segs []string) (tr tileRequest, e *svcError) {
-	s := h.Services.svc
+func (s *services) routeXYZ(r *http.Request, segs []string) (tr tileRequest, e *svcError) {
 	if len(segs) != 5 {
 		return tr, errorf(http.StatusNotFound, "", "", "no such XYZ resource: a tile is <layer>/<gridset>/<z>/<x>/<y>.<ext>")
 	}
-	l := s.byName[segs[0]]
+	l := s.cache.layers[segs[0]]
 	if l == nil {
 		return tr, errorf(http.StatusNotFound, "", "", "unknown layer %q", segs[0])
 	}
@@ -61,35 +60,9 @@ func (h *Handler) routeXYZ(r *http.Request, segs []string) (tr tileRequest, e *s
 	if e := notCached(l, g, idx, y); e != nil {
 		return tr, e
 	}
-	q, e := h.parseQuery(r.URL.RawQuery)
+	v, e := s.tileParams(r, l)
 	if e != nil {
 		return tr, e
 	}
-	v, e := h.filterValues(l, q, nil)
-	if e != nil {
-		return tr, e
-	}
-	return tileRequest{layer: l.Layer, grid: g.Grid, format: f, index: idx, params: v}, nil
-}
-
-// gridByNameOrSRS is the layer's gridset named name or, failing that, the
-// only one of its gridsets whose SRS name is.
-func (l *svcLayer) gridByNameOrSRS(name string) *svcGrid {
-	if g := l.grid(name); g != nil {
-		return g
-	}
-	code, _, err := gridset.ParseSRS(name)
-	if err != nil {
-		return nil
-	}
-	var found *svcGrid
-	for _, g := range l.grids {
-		if gridset.SameSRS(g.SRS, code) {
-			if found != nil {
-				return nil // ambiguous
-			}
-			found = g
-		}
-	}
-	return found
+	return tileRequest{layer: l, grid: g, format: f, index: idx, params: v}, nil
 }

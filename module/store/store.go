@@ -1,0 +1,63 @@
+// Package store keeps a tile cache's tiles and its seeding tasks. Store is
+// what the rest of the plugin uses; Badger, an embedded database per
+// directory, is its implementation.
+package store
+
+import (
+	"errors"
+	"time"
+
+	"github.com/tilecache/caddy-tilecache/module/gridset"
+)
+
+// ErrNotFound is returned by Get for a tile that is not stored.
+var ErrNotFound = errors.New("store: tile not found")
+
+// Store is everything the tile handler, the seeder and the REST interface
+// ask of tile storage. Nothing outside this package names a concrete store,
+// so another kind of storage plugs in here.
+type Store interface {
+	Tiles
+	Tasks
+	// Name identifies the storage (a directory) in logs, and tells the
+	// seeder that a reload pointed a cache at other storage.
+	Name() string
+	// Release gives back this use of the store; the last use closes it.
+	Release() error
+}
+
+// Tiles is the tile half of a Store.
+type Tiles interface {
+	// Get returns the tile under k, its image appended to dst[:0].
+	Get(k *Key, dst []byte) (Tile, error)
+	// Put stores the entries atomically where it can (one metatile is one
+	// batch), all stamped with the same time.
+	Put(entries []Entry, at time.Time) error
+	// Has reports which of the keys are stored no earlier than notBefore,
+	// without reading their images.
+	Has(keys []Key, notBefore time.Time) ([]bool, error)
+	// DeleteRange deletes the tiles of set at level z inside r and reports
+	// how many there were; stop (may be nil) is polled to end it early.
+	DeleteRange(set Set, z int, r gridset.Range, stop func() bool) (int64, error)
+	// TruncateLayer hides every tile of the layer at once, whatever their
+	// number; their space is reclaimed later.
+	TruncateLayer(layer string) error
+	// SetsOf lists the tile sets (format, parameters) a layer has stored
+	// in one gridset.
+	SetsOf(layer, gridset string) ([]Set, error)
+}
+
+// Tasks is where the seeder keeps its tasks, so they survive restarts.
+type Tasks interface {
+	// NextID returns the next number of the named sequence: never one
+	// handed out before, also across restarts.
+	NextID(sequence string) (uint64, error)
+	// PutTask saves a task's record under its id, replacing any earlier one.
+	PutTask(id int64, record []byte) error
+	// DeleteTask forgets a task's record.
+	DeleteTask(id int64) error
+	// Tasks calls fn with every saved task record, by id.
+	Tasks(fn func(id int64, record []byte) error) error
+}
+
+var _ Store = (*Badger)(nil)

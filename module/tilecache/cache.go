@@ -1,0 +1,241 @@
+package tilecache
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/tilecache/caddy-tilecache/module/gridset"
+	"github.com/tilecache/caddy-tilecache/module/imaging"
+	"github.com/tilecache/caddy-tilecache/module/store"
+)
+
+// DefaultName is the name of a cache that is given none.
+const DefaultName = "default"
+
+// Cache is one named tile cache of a config: its compiled layers, its store
+// and its fetch path. The tile_cache app owns it; tile_cache handlers serve
+// its tiles and the seeder fills it. What must outlive a config reload (the
+// upstream's slots, circuit breaker and fetches in flight) is shared by
+// name with the next config's Cache of the same name (upstream.go); the
+// store is shared by directory (package store).
+type Cache struct {
+	name string
+	cfg  Config // as configured, defaults filled in
+
+	layers  map[string]*Layer
+	order   []*Layer           // configuration order
+	grids   []*gridset.Gridset // every gridset a layer uses, first use first
+	neutral []string
+
+	store store.Store
+	fetch *fetcher
+	log   *zap.Logger
+	// refs counts the Cache's users: the app that made it, and seeding
+	// engines that keep working with it across a reload. The last
+	// release gives back the store and the upstream.
+	refs atomic.Int32
+}
+
+// compile checks a configuration and builds its layers and gridsets. It
+// needs no I/O, so configuration errors come out before anything is opened.
+func compile(name string, c Config) (*Cache, error) {
+	c.setDefaults()
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	grids := make(map[string]*gridset.Gridset)
+	for _, n := range gridset.BuiltinNames() {
+		grids[n], _ = gridset.Builtin(n)
+	}
+	for _, gc := range c.Gridsets {
+		if _, dup := grids[gc.Name]; dup {
+			return nil, fmt.Errorf("gridset %q defined twice (or shadows a built-in)", gc.Name)
+		}
+		g, err := gridset.New(gc)
+		if err != nil {
+			return nil, err
+		}
+		if err := checkIndexRange(g); err != nil {
+			return nil, err
+		}
+		grids[gc.Name] = g
+	}
+	cache := &Cache{name: name, cfg: c, layers: make(map[string]*Layer, len(c.Layers))}
+	for i := range c.Layers {
+		lc := &c.Layers[i]
+		if _, dup := cache.layers[lc.Name]; dup {
+			return nil, fmt.Errorf("layer %q defined twice", lc.Name)
+		}
+		l, err := compileLayer(lc, grids)
+		if err != nil {
+			return nil, err
+		}
+		cache.layers[l.Name] = l
+		cache.order = append(cache.order, l)
+		for _, g := range l.Grids {
+			if !slices.Contains(cache.grids, g.Gridset) {
+				cache.grids = append(cache.grids, g.Gridset)
+			}
+		}
+	}
+	// A parameter a layer filters is part of its cache key and can never
+	// be neutral: an explicit neutral_params entry that clashes is an
+	// error, a default one simply yields to the filter.
+	for _, n := range defaultNeutral {
+		if cache.filteredBy(n) == "" {
+			cache.neutral = append(cache.neutral, n)
+		}
+	}
+	for _, n := range c.NeutralParams {
+		if l := cache.filteredBy(n); l != "" {
+			return nil, fmt.Errorf("neutral_params %s is a parameter filter of layer %q: remove one of them", n, l)
+		}
+		cache.neutral = append(cache.neutral, n)
+	}
+	return cache, nil
+}
+
+// neutral parameters change nothing about the image a tile request gets,
+// or are set by the layer's configuration instead of the client.
+var defaultNeutral = []string{"TILED", "TRANSPARENT", "EXCEPTIONS", "TILESORIGIN"}
+
+// filteredBy names a layer that has a parameter filter for key, or "".
+func (c *Cache) filteredBy(key string) string {
+	for _, l := range c.order {
+		if l.Params.Has(key) {
+			return l.Name
+		}
+	}
+	return ""
+}
+
+// checkIndexRange rejects gridsets the store's key layout cannot hold.
+func checkIndexRange(g *gridset.Gridset) error {
+	if len(g.Levels) > store.MaxZoom+1 {
+		return fmt.Errorf("gridset %s: too many levels", g.Name)
+	}
+	for _, l := range g.Levels {
+		if l.TilesWide > store.MaxIndex || l.TilesHigh > store.MaxIndex {
+			return fmt.Errorf("gridset %s: level %s has too many tiles", g.Name, l.Name)
+		}
+	}
+	return nil
+}
+
+// NewCache compiles and opens a cache outside any Caddy config, for tools
+// and tests (the tile_cache app makes its own). Release it when done.
+func NewCache(name string, cfg Config, log *zap.Logger) (*Cache, error) {
+	c, err := compile(name, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.open(log, nil); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// open acquires what the compiled cache serves from: its store and its
+// share of the upstream. st may be given (tests); nil opens the configured
+// Badger directory.
+func (c *Cache) open(log *zap.Logger, st store.Store) error {
+	c.log = log
+	up, err := url.Parse(c.cfg.Upstream)
+	if err != nil {
+		return err // validate parsed it already
+	}
+	if st == nil {
+		b, err := store.Open(c.cfg.Storage, store.Options{})
+		if err != nil {
+			return err
+		}
+		st = b
+	}
+	c.store = st
+	failures, cooldown := c.cfg.breakerSettings()
+	shared, err := acquireUpstream(c.name, upstreamSettings{
+		url: c.cfg.Upstream, concurrency: c.cfg.UpstreamConcurrency,
+		breakerFailures: failures, breakerCooldown: cooldown,
+	}, log)
+	if err != nil {
+		st.Release()
+		return err
+	}
+	c.fetch = newFetcher(fetcherConfig{
+		name:        c.name,
+		upstream:    up,
+		concurrency: c.cfg.UpstreamConcurrency,
+		timeout:     time.Duration(c.cfg.Timeout),
+		store:       st,
+		encoder:     imaging.Encoder{JPEGQuality: c.cfg.JPEGQuality},
+		shared:      shared,
+		log:         log,
+	})
+	c.refs.Store(1)
+	return nil
+}
+
+// Retain adds a user; each Retain is paired with one Release.
+func (c *Cache) Retain() { c.refs.Add(1) }
+
+// Release gives back one use; the last gives back the store and the
+// upstream share, and closes the upstream connections left idle.
+func (c *Cache) Release() error {
+	if c.refs.Add(-1) != 0 || c.store == nil {
+		return nil
+	}
+	c.fetch.close()
+	return c.store.Release()
+}
+
+// Name is the cache's name.
+func (c *Cache) Name() string { return c.name }
+
+// Layer returns the configured layer named name.
+func (c *Cache) Layer(name string) (*Layer, bool) {
+	l, ok := c.layers[name]
+	return l, ok
+}
+
+// Layers lists the configured layers in configuration order.
+func (c *Cache) Layers() []*Layer { return c.order }
+
+// LayerNames lists the configured layers, sorted.
+func (c *Cache) LayerNames() []string {
+	names := make([]string, 0, len(c.order))
+	for _, l := range c.order {
+		names = append(names, l.Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Store is the cache's tile store.
+func (c *Cache) Store() store.Store { return c.store }
+
+// Fetch fetches, slices and stores one metatile through the single flight
+// and upstream limit every visitor's miss goes through. fetched, if not
+// nil, is called as soon as the upstream has answered, while decoding,
+// slicing, encoding and storing go on: a seeder uses it to put its next
+// request on the wire meanwhile.
+func (c *Cache) Fetch(ctx context.Context, m *MetaRequest, p Priority, fetched func()) (*MetaResult, error) {
+	return c.fetch.fetch(ctx, m, p, fetched)
+}
+
+// UpstreamReady waits while the upstream is considered down (the circuit
+// breaker is open and no probe is due, or the probe is on its way), and
+// returns nil as soon as a fetch would be let through, or ctx's error. A
+// seeder that got an ErrBreakerOpen waits here before trying again.
+func (c *Cache) UpstreamReady(ctx context.Context) error {
+	return c.fetch.shared.breaker.ready(ctx)
+}
+
+// same reports whether two configurations describe the same cache, so two
+// handlers may name one cache without one silently taking over the other.
+func sameConfig(a, b *Config) bool { return configJSON(a) == configJSON(b) }
