@@ -181,7 +181,8 @@ func newFixture(tb testing.TB) *fixture {
 	tb.Cleanup(func() { e.Release() })
 	e.Attach(c)
 	h := &Handler{Cache: name, Workers: 1, History: 10, MaxTasks: 2, MaxBody: 64 << 10, engine: e, log: zap.NewNop()}
-	h.bound.Store(c)
+	h.bound = new(bound)
+	h.bound.c.Store(c)
 	if err := h.Validate(); err != nil {
 		tb.Fatal(err)
 	}

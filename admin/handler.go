@@ -56,8 +56,13 @@ type Handler struct {
 	engine *seeder.Engine
 	app    *tilecache.App
 	log    *zap.Logger
-	mu     sync.Mutex // serialises binding
-	bound  atomic.Pointer[tilecache.Cache]
+	bound  *bound // the cache, once known; a pointer so the module stays copyable
+}
+
+// bound is the cache the interface works on, set once.
+type bound struct {
+	mu sync.Mutex // serialises binding
+	c  atomic.Pointer[tilecache.Cache]
 }
 
 // CaddyModule returns the Caddy module information.
@@ -96,6 +101,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	h.app = app
+	h.bound = new(bound)
 	e, err := seeder.Acquire(h.Cache, seeder.Config{Workers: h.Workers, Retry: retry, History: h.History,
 		CheckpointInterval: time.Duration(h.CheckpointInterval)},
 		caddy.Log().Named("tile_cache.seeder").With(zap.String("cache", h.Cache)))
@@ -116,12 +122,13 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 // engine to it on first use: at Start, or on a request that came in
 // before the tile_cache app started.
 func (h *Handler) cache() (*tilecache.Cache, error) {
-	if c := h.bound.Load(); c != nil {
+	b := h.bound
+	if c := b.c.Load(); c != nil {
 		return c, nil
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if c := h.bound.Load(); c != nil {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if c := b.c.Load(); c != nil {
 		return c, nil
 	}
 	c, err := h.app.Cache(h.Cache)
@@ -129,7 +136,7 @@ func (h *Handler) cache() (*tilecache.Cache, error) {
 		return nil, fmt.Errorf("tile_cache_admin: %w", err)
 	}
 	h.engine.Attach(c)
-	h.bound.Store(c)
+	b.c.Store(c)
 	return c, nil
 }
 
@@ -154,7 +161,7 @@ func (h *Handler) Cleanup() error {
 		return nil
 	}
 	err := h.engine.Release()
-	if c := h.bound.Load(); c != nil {
+	if c := h.bound.c.Load(); c != nil {
 		h.engine.Detach(c)
 	}
 	return err

@@ -27,7 +27,7 @@ type App struct {
 	Caches map[string]*Config `json:"caches,omitempty"`
 
 	log     *zap.Logger
-	mu      sync.Mutex
+	mu      *sync.Mutex // a pointer: Caddy copies module values
 	caches  map[string]*Cache
 	origin  map[string]string // where each cache was defined, for error messages
 	onStart []func() error
@@ -54,6 +54,7 @@ func AppOf(ctx caddy.Context) (*App, error) {
 // Provision opens the caches the app defines and registers the metrics.
 func (a *App) Provision(ctx caddy.Context) error {
 	a.log = ctx.Logger()
+	a.mu = new(sync.Mutex)
 	a.caches = make(map[string]*Cache)
 	a.origin = make(map[string]string)
 	if err := metrics().register(ctx.GetMetricsRegistry()); err != nil {

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/tilecache/caddy-tilecache/module/gridset"

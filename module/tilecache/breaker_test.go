@@ -410,7 +410,7 @@ func TestBreakerSparesADownUpstream(t *testing.T) {
 	}
 	// Back up: the next probe closes it and everyone is served.
 	up.down.Store(false)
-	if err := h.bound.Load().cache.UpstreamReady(context.Background()); err != nil {
+	if err := h.bound.v.Load().cache.UpstreamReady(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 5; i++ {

@@ -45,8 +45,33 @@ type Handler struct {
 
 	app   *App
 	log   *zap.Logger
-	mu    sync.Mutex // serialises binding
-	bound atomic.Pointer[binding]
+	bound *lazy[binding]
+}
+
+// lazy is a value set once, possibly late: a module's binding to a cache
+// that is defined after the module is provisioned. A pointer in the
+// module, so the module itself stays copyable.
+type lazy[T any] struct {
+	mu sync.Mutex // serialises setting it
+	v  atomic.Pointer[T]
+}
+
+// get returns the value, setting it with set on first use.
+func (l *lazy[T]) get(set func() (*T, error)) (*T, error) {
+	if v := l.v.Load(); v != nil {
+		return v, nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if v := l.v.Load(); v != nil {
+		return v, nil
+	}
+	v, err := set()
+	if err != nil {
+		return nil, err
+	}
+	l.v.Store(v)
+	return v, nil
 }
 
 // binding is what a handler serves once it knows its cache.
@@ -70,6 +95,7 @@ func (h *Handler) defines() bool { return !reflect.ValueOf(h.Config).IsZero() }
 // names; a cache defined by a handler provisioned later is found at Start.
 func (h *Handler) Provision(ctx caddy.Context) error {
 	h.log = ctx.Logger()
+	h.bound = new(lazy[binding])
 	if h.Name == "" {
 		h.Name = DefaultName
 	}
@@ -97,38 +123,33 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 
 // bind attaches the handler to its cache and compiles its services.
 func (h *Handler) bind(c *Cache) error {
+	_, err := h.bound.get(func() (*binding, error) { return h.binding(c) })
+	return err
+}
+
+func (h *Handler) binding(c *Cache) (*binding, error) {
 	b := &binding{cache: c}
 	if h.Services != nil {
 		svc, err := compileServices(h.Services, c)
 		if err != nil {
-			return fmt.Errorf("tile_cache %q: %w", c.name, err)
+			return nil, fmt.Errorf("tile_cache %q: %w", c.name, err)
 		}
 		b.svc = svc
 	}
-	h.bound.Store(b)
-	return nil
+	return b, nil
 }
 
 // resolve returns the handler's binding, binding it now if the cache it
 // names was defined after it was provisioned: at Start, or on a request
 // that came in before the app started.
 func (h *Handler) resolve() (*binding, error) {
-	if b := h.bound.Load(); b != nil {
-		return b, nil
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if b := h.bound.Load(); b != nil {
-		return b, nil
-	}
-	c, err := h.app.Cache(h.Name)
-	if err != nil {
-		return nil, fmt.Errorf("tile_cache handler: %w", err)
-	}
-	if err := h.bind(c); err != nil {
-		return nil, err
-	}
-	return h.bound.Load(), nil
+	return h.bound.get(func() (*binding, error) {
+		c, err := h.app.Cache(h.Name)
+		if err != nil {
+			return nil, fmt.Errorf("tile_cache handler: %w", err)
+		}
+		return h.binding(c)
+	})
 }
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 32<<10); return &b }}

@@ -81,7 +81,7 @@ var testSeq atomic.Int64
 // handlerOf is a handler serving c, as Provision binds one.
 func handlerOf(t testing.TB, c *Cache, svc *ServicesConfig) *Handler {
 	t.Helper()
-	h := &Handler{Name: c.name, Services: svc, log: zap.NewNop()}
+	h := &Handler{Name: c.name, Services: svc, log: zap.NewNop(), bound: new(lazy[binding])}
 	if err := h.bind(c); err != nil {
 		t.Fatal(err)
 	}
