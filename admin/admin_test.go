@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"github.com/tilecache/caddy-tilecache/module/httpx"
 	"net/http/httptest"
 	"reflect"
 	"strings"
@@ -73,7 +74,7 @@ func TestAllow(t *testing.T) {
 
 func TestPlainIsOneLine(t *testing.T) {
 	w := httptest.NewRecorder()
-	plain(w, 400, "a\nb\r\nc")
+	httpx.Text(w, 400, "a\nb\r\nc")
 	if w.Body.String() != "a b  c\n" || w.Code != 400 {
 		t.Errorf("%d %q", w.Code, w.Body.String())
 	}
@@ -147,7 +148,7 @@ func TestParseSeedRequestErrors(t *testing.T) {
 
 func TestBaseURL(t *testing.T) {
 	r := httptest.NewRequest("GET", "http://example.org:8080/gwc/rest/masstruncate", nil)
-	if got := baseURL(r); got != "http://example.org:8080/gwc" {
+	if got := restBase(r); got != "http://example.org:8080/gwc" {
 		t.Errorf("baseURL %q", got)
 	}
 }

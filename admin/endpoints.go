@@ -5,6 +5,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
+	"github.com/tilecache/caddy-tilecache/module/httpx"
 	"html"
 	"io"
 	"mime"
@@ -45,11 +46,11 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, bool
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
-		plain(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes (max_body)", limit))
+		httpx.Text(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes (max_body)", limit))
 		return nil, false
 	}
 	if err != nil {
-		plain(w, http.StatusBadRequest, "reading the request body: "+err.Error())
+		httpx.Text(w, http.StatusBadRequest, "reading the request body: "+err.Error())
 		return nil, false
 	}
 	return body, true
@@ -58,12 +59,12 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, bool
 // seed accepts a seed, reseed or truncate request for a layer. The path's
 // extension picks the parser; the Content-Type need not match.
 func (h *Handler) seed(w http.ResponseWriter, r *http.Request, rt route) error {
-	body, ok := readBody(w, r, h.bodyLimit())
+	body, ok := readBody(w, r, h.MaxBody)
 	if !ok {
 		return nil
 	}
 	if len(strings.TrimSpace(string(body))) == 0 {
-		return plain(w, http.StatusBadRequest, "empty request body: a seedRequest is expected")
+		return httpx.Text(w, http.StatusBadRequest, "empty request body: a seedRequest is expected")
 	}
 	var req seeder.Request
 	var err error
@@ -76,7 +77,7 @@ func (h *Handler) seed(w http.ResponseWriter, r *http.Request, rt route) error {
 		err = h.checkParams(req.Params)
 	}
 	if err != nil {
-		return plain(w, http.StatusBadRequest, err.Error())
+		return httpx.Text(w, http.StatusBadRequest, err.Error())
 	}
 	spec, err := h.engine.Resolve(rt.layer, req)
 	return h.submit(w, r, spec, err)
@@ -90,12 +91,12 @@ func (h *Handler) submit(w http.ResponseWriter, r *http.Request, spec seeder.Spe
 	}
 	t, status, msg, err := h.submitLimited(spec)
 	if status != 0 {
-		return plain(w, status, msg)
+		return httpx.Text(w, status, msg)
 	}
 	if err != nil {
 		return h.specError(w, err)
 	}
-	w.Header().Set("Location", fmt.Sprintf("%s/rest/tasks/%d.json", baseURL(r), t.ID))
+	w.Header().Set("Location", fmt.Sprintf("%s/rest/tasks/%d.json", restBase(r), t.ID))
 	w.WriteHeader(http.StatusOK)
 	return nil
 }
@@ -104,18 +105,18 @@ func (h *Handler) specError(w http.ResponseWriter, err error) error {
 	var br *seeder.BadRequest
 	switch {
 	case errors.As(err, &br):
-		return plain(w, http.StatusBadRequest, br.Msg)
+		return httpx.Text(w, http.StatusBadRequest, br.Msg)
 	case errors.Is(err, seeder.ErrUnknownLayer):
-		return plain(w, http.StatusNotFound, err.Error())
+		return httpx.Text(w, http.StatusNotFound, err.Error())
 	}
 	h.log.Error("seed request failed", zap.Error(err))
-	return plain(w, http.StatusInternalServerError, err.Error())
+	return httpx.Text(w, http.StatusInternalServerError, err.Error())
 }
 
 // kill terminates tasks as the kill_all form field says and answers an
 // HTML page listing them, as GeoWebCache's seed form does.
 func (h *Handler) kill(w http.ResponseWriter, r *http.Request, rt route) error {
-	limit := h.bodyLimit()
+	limit := h.MaxBody
 	r.Body = http.MaxBytesReader(w, r.Body, limit)
 	parse := r.ParseForm
 	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt == "multipart/form-data" {
@@ -130,16 +131,16 @@ func (h *Handler) kill(w http.ResponseWriter, r *http.Request, rt route) error {
 	if err := parse(); err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return plain(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes (max_body)", limit))
+			return httpx.Text(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes (max_body)", limit))
 		}
-		return plain(w, http.StatusBadRequest, "malformed form: "+err.Error())
+		return httpx.Text(w, http.StatusBadRequest, "malformed form: "+err.Error())
 	}
 	if _, ok := r.Form["kill_all"]; !ok {
-		return plain(w, http.StatusBadRequest, "kill_all is required: one of all|running|pending")
+		return httpx.Text(w, http.StatusBadRequest, "kill_all is required: one of all|running|pending")
 	}
 	which, err := seeder.ParseWhich(r.Form.Get("kill_all"))
 	if err != nil {
-		return plain(w, http.StatusBadRequest, err.Error())
+		return httpx.Text(w, http.StatusBadRequest, err.Error())
 	}
 	killed, finished := h.engine.Kill(rt.layer, which)
 	var b strings.Builder
@@ -169,7 +170,7 @@ func writeList(b *strings.Builder, title string, tasks []seeder.Summary) {
 func (h *Handler) task(w http.ResponseWriter, rt route) error {
 	info, ok := h.engine.Info(rt.id)
 	if !ok {
-		return plain(w, http.StatusNotFound, fmt.Sprintf("no task %d (finished tasks are kept for a while, then forgotten)", rt.id))
+		return httpx.Text(w, http.StatusNotFound, fmt.Sprintf("no task %d (finished tasks are kept for a while, then forgotten)", rt.id))
 	}
 	w.Header().Set("Content-Type", "application/json")
 	return json.NewEncoder(w).Encode(info)
@@ -181,7 +182,7 @@ var massTypes = []string{"truncateLayer", "truncateExtent"}
 func (h *Handler) massTruncateList(w http.ResponseWriter, r *http.Request) error {
 	var b strings.Builder
 	b.WriteString(`<massTruncateRequests href="`)
-	xml.EscapeText(&b, []byte(baseURL(r)+"/rest/masstruncate"))
+	xml.EscapeText(&b, []byte(restBase(r)+"/rest/masstruncate"))
 	b.WriteString(`">`)
 	for _, t := range massTypes {
 		b.WriteString("<requestType>" + t + "</requestType>")
@@ -208,40 +209,40 @@ func (h *Handler) massTruncate(w http.ResponseWriter, r *http.Request) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || (mt != "text/xml" && mt != "application/xml") {
-			return plain(w, http.StatusUnsupportedMediaType, fmt.Sprintf("Content-Type %q is not supported: send text/xml", ct))
+			return httpx.Text(w, http.StatusUnsupportedMediaType, fmt.Sprintf("Content-Type %q is not supported: send text/xml", ct))
 		}
 	}
-	body, ok := readBody(w, r, h.bodyLimit())
+	body, ok := readBody(w, r, h.MaxBody)
 	if !ok {
 		return nil
 	}
 	if err := checkNoDTD(body); err != nil {
-		return plain(w, http.StatusBadRequest, err.Error())
+		return httpx.Text(w, http.StatusBadRequest, err.Error())
 	}
 	var m xmlMass
 	if err := xml.Unmarshal(body, &m); err != nil {
-		return plain(w, http.StatusBadRequest, "malformed XML: "+err.Error())
+		return httpx.Text(w, http.StatusBadRequest, "malformed XML: "+err.Error())
 	}
 	if m.LayerName == nil || strings.TrimSpace(*m.LayerName) == "" {
 		if m.XMLName.Local == "truncateLayer" || m.XMLName.Local == "truncateExtent" {
-			return plain(w, http.StatusBadRequest, m.XMLName.Local+" needs a layerName")
+			return httpx.Text(w, http.StatusBadRequest, m.XMLName.Local+" needs a layerName")
 		}
 	} else if len(*m.LayerName) > maxLayerNameLength {
-		return plain(w, http.StatusBadRequest, fmt.Sprintf("layerName is longer than %d bytes", maxLayerNameLength))
+		return httpx.Text(w, http.StatusBadRequest, fmt.Sprintf("layerName is longer than %d bytes", maxLayerNameLength))
 	}
 	switch m.XMLName.Local {
 	case "truncateLayer":
 		layer := strings.TrimSpace(*m.LayerName)
 		c, err := h.cache()
 		if err != nil {
-			return plain(w, http.StatusServiceUnavailable, err.Error())
+			return httpx.Text(w, http.StatusServiceUnavailable, err.Error())
 		}
 		if _, ok := c.Layer(layer); !ok {
-			return plain(w, http.StatusBadRequest, "Could not find layer "+layer)
+			return httpx.Text(w, http.StatusBadRequest, "Could not find layer "+layer)
 		}
 		if err := c.Store().TruncateLayer(layer); err != nil {
 			h.log.Error("truncateLayer failed", zap.Error(err))
-			return plain(w, http.StatusInternalServerError, "truncating layer "+layer+": "+err.Error())
+			return httpx.Text(w, http.StatusInternalServerError, "truncating layer "+layer+": "+err.Error())
 		}
 		h.log.Info("layer truncated", zap.String("layer", layer))
 		w.WriteHeader(http.StatusOK)
@@ -249,17 +250,17 @@ func (h *Handler) massTruncate(w http.ResponseWriter, r *http.Request) error {
 	case "truncateExtent":
 		layer := strings.TrimSpace(*m.LayerName)
 		if strings.TrimSpace(m.GridSetID) == "" {
-			return plain(w, http.StatusBadRequest, "truncateExtent needs a gridSetId")
+			return httpx.Text(w, http.StatusBadRequest, "truncateExtent needs a gridSetId")
 		}
 		var bounds []float64
 		if m.Bounds != nil {
 			var err error
 			if bounds, err = floats(m.Bounds.Coords.Double); err != nil {
-				return plain(w, http.StatusBadRequest, err.Error())
+				return httpx.Text(w, http.StatusBadRequest, err.Error())
 			}
 		}
 		spec, err := h.engine.ResolveTruncateExtent(layer, strings.TrimSpace(m.GridSetID), bounds)
 		return h.submit(w, r, spec, err)
 	}
-	return plain(w, http.StatusBadRequest, fmt.Sprintf("unknown mass truncate request %q: one of %s", m.XMLName.Local, strings.Join(massTypes, ", ")))
+	return httpx.Text(w, http.StatusBadRequest, fmt.Sprintf("unknown mass truncate request %q: one of %s", m.XMLName.Local, strings.Join(massTypes, ", ")))
 }

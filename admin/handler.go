@@ -1,7 +1,8 @@
 // Package admin is the Caddy HTTP handler http.handlers.tile_cache_admin:
 // GeoWebCache's REST interface for seeding, reseeding, truncating and
-// mass-truncating the tiles of a tile_cache, as rest-interface.md and
-// decisions.md specify it.
+// mass-truncating the tiles of a tile_cache: GeoWebCache's resources,
+// methods and task records, with a clear one-line 4xx wherever GeoWebCache
+// would answer bad input with a 500 or fail silently.
 package admin
 
 import (
@@ -19,6 +20,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/tilecache/caddy-tilecache/module/httpx"
 	"github.com/tilecache/caddy-tilecache/module/tilecache"
 	"github.com/tilecache/caddy-tilecache/seeder"
 )
@@ -77,14 +79,9 @@ func (Handler) CaddyModule() caddy.ModuleInfo {
 // config reloads with its tasks.
 func (h *Handler) Provision(ctx caddy.Context) error {
 	h.log = ctx.Logger()
-	if h.Cache == "" {
-		h.Cache = tilecache.DefaultName
-	}
-	if h.Workers == 0 {
-		h.Workers = 2
-	}
-	if h.History == 0 {
-		h.History = 100
+	h.setDefaults()
+	if err := h.Validate(); err != nil {
+		return err // before the engine is acquired
 	}
 	retry := seeder.RetryPolicy{Retries: 3, Wait: time.Second, MaxFailures: 1000}
 	if h.RetryCount != nil {
@@ -140,6 +137,28 @@ func (h *Handler) cache() (*tilecache.Cache, error) {
 	return c, nil
 }
 
+// setDefaults fills in every unset setting, once, at provisioning.
+func (h *Handler) setDefaults() {
+	if h.Cache == "" {
+		h.Cache = tilecache.DefaultName
+	}
+	set := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	set(&h.Workers, 2)
+	set(&h.History, 100)
+	set(&h.MaxTasks, defaultMaxTasks)
+	set(&h.MaxParamLength, defaultMaxParamLength)
+	if h.MaxBody == 0 {
+		h.MaxBody = defaultMaxBody
+	}
+	if h.MaxTilesPerTask == 0 {
+		h.MaxTilesPerTask = defaultMaxTilesPerTask
+	}
+}
+
 // Validate checks the configuration.
 func (h *Handler) Validate() error {
 	if h.Workers < 1 || h.History < 1 {
@@ -179,11 +198,11 @@ type route struct {
 // /rest/ go to the next handler, so the interface can share a route; but
 // for the task page (page.go).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	if oddRESTPath(originalPath(r)) { // limits.go
-		return plain(w, http.StatusNotFound, "no such resource: dot segments and encoded slashes are not accepted in REST paths")
+	if oddRESTPath(httpx.OriginalPath(r)) { // limits.go
+		return httpx.Text(w, http.StatusNotFound, "no such resource: dot segments and encoded slashes are not accepted in REST paths")
 	}
 	if _, err := h.cache(); err != nil {
-		return plain(w, http.StatusServiceUnavailable, err.Error())
+		return httpx.Text(w, http.StatusServiceUnavailable, err.Error())
 	}
 	rt, ok, err := parsePath(r.URL.EscapedPath())
 	if !ok {
@@ -193,7 +212,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		return next.ServeHTTP(w, r)
 	}
 	if err != nil {
-		return plain(w, http.StatusNotFound, err.Error())
+		return httpx.Text(w, http.StatusNotFound, err.Error())
 	}
 	switch rt.kind {
 	case "listing":
@@ -239,7 +258,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		}
 		return h.layers(w)
 	}
-	return plain(w, http.StatusNotFound, "no such resource")
+	return httpx.Text(w, http.StatusNotFound, "no such resource")
 }
 
 // parsePath finds the resource under the last "/rest/" of the path:
@@ -299,52 +318,32 @@ func allow(w http.ResponseWriter, r *http.Request, methods ...string) bool {
 		}
 	}
 	w.Header().Set("Allow", strings.Join(methods, ", "))
-	plain(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s is not allowed here; allowed: %s", r.Method, strings.Join(methods, ", ")))
+	httpx.Text(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s is not allowed here; allowed: %s", r.Method, strings.Join(methods, ", ")))
 	return false
 }
 
 func (h *Handler) knownLayer(w http.ResponseWriter, layer string) bool {
 	c, err := h.cache()
 	if err != nil {
-		plain(w, http.StatusServiceUnavailable, err.Error())
+		httpx.Text(w, http.StatusServiceUnavailable, err.Error())
 		return false
 	}
 	if _, ok := c.Layer(layer); !ok {
-		plain(w, http.StatusNotFound, fmt.Sprintf("Unknown layer: %s", layer))
+		httpx.Text(w, http.StatusNotFound, fmt.Sprintf("Unknown layer: %s", layer))
 		return false
 	}
 	return true
 }
 
-// plain writes a one-line text/plain answer.
-func plain(w http.ResponseWriter, status int, msg string) error {
-	msg = strings.ReplaceAll(strings.ReplaceAll(msg, "\r", " "), "\n", " ")
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	_, err := fmt.Fprintln(w, msg)
-	return err
-}
-
-// baseURL is the interface's mount point as the client addressed it:
+// restBase is the interface's mount point as the client addressed it:
 // scheme, host and the original path up to /rest/ (before handle_path
 // stripped anything).
-func baseURL(r *http.Request) string {
-	// Caddy keeps the original URL (path before any stripping) aside;
-	// scheme and host are those of the request itself.
-	u := r.URL
-	if or, ok := r.Context().Value(caddyhttp.OriginalRequestCtxKey).(http.Request); ok && or.URL != nil {
-		u = or.URL
-	}
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	}
-	p := u.EscapedPath()
+func restBase(r *http.Request) string {
+	p := httpx.OriginalPath(r)
 	if i := strings.LastIndex(p, "/rest/"); i >= 0 {
 		p = p[:i]
 	}
-	return scheme + "://" + r.Host + p
+	return httpx.Origin(r) + p
 }
 
 // Interface guards

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-
 	"github.com/tilecache/caddy-tilecache/seeder"
 )
 
@@ -28,34 +26,6 @@ const (
 	maxLayerNameLength = 1024
 )
 
-func (h *Handler) bodyLimit() int64 {
-	if h.MaxBody > 0 {
-		return h.MaxBody
-	}
-	return defaultMaxBody
-}
-
-func (h *Handler) taskLimit() int {
-	if h.MaxTasks > 0 {
-		return h.MaxTasks
-	}
-	return defaultMaxTasks
-}
-
-func (h *Handler) tileLimit() int64 {
-	if h.MaxTilesPerTask > 0 {
-		return h.MaxTilesPerTask
-	}
-	return defaultMaxTilesPerTask
-}
-
-func (h *Handler) paramLimit() int {
-	if h.MaxParamLength > 0 {
-		return h.MaxParamLength
-	}
-	return defaultMaxParamLength
-}
-
 // validateLimits rejects negative limits (0 is the default).
 func (h *Handler) validateLimits() error {
 	if h.MaxBody < 0 || h.MaxTasks < 0 || h.MaxTilesPerTask < 0 || h.MaxParamLength < 0 {
@@ -66,7 +36,7 @@ func (h *Handler) validateLimits() error {
 
 // checkParams bounds a seed request's parameter names and values.
 func (h *Handler) checkParams(p map[string]string) error {
-	limit := h.paramLimit()
+	limit := h.MaxParamLength
 	for k, v := range p {
 		if len(k) > limit || len(v) > limit {
 			return badBody("parameter names and values are limited to %d bytes (max_param_length)", limit)
@@ -89,26 +59,17 @@ func (h *Handler) submitLimited(spec seeder.Spec) (t *seeder.Task, status int, m
 		for _, r := range spec.Ranges {
 			total += r.Count()
 		}
-		if limit := h.tileLimit(); total > limit {
+		if limit := h.MaxTilesPerTask; total > limit {
 			return nil, http.StatusBadRequest, fmt.Sprintf("the task has %d tiles, more than the %d a task may have (max_tiles_per_task): split it by zoom levels or bounds", total, limit), nil
 		}
 	}
 	submitMu.Lock()
 	defer submitMu.Unlock()
-	if n, limit := len(h.engine.List("")), h.taskLimit(); n >= limit {
+	if n, limit := len(h.engine.List("")), h.MaxTasks; n >= limit {
 		return nil, http.StatusTooManyRequests, fmt.Sprintf("%d tasks are pending or running, the most there may be (max_tasks): wait for some to finish or kill them", n), nil
 	}
 	t, err = h.engine.Submit(spec)
 	return t, 0, "", err
-}
-
-// originalPath is the request's escaped path as the client sent it, before
-// handle_path or a rewrite changed it.
-func originalPath(r *http.Request) string {
-	if or, ok := r.Context().Value(caddyhttp.OriginalRequestCtxKey).(http.Request); ok && or.URL != nil {
-		return or.URL.EscapedPath()
-	}
-	return r.URL.EscapedPath()
 }
 
 // oddRESTPath says whether a path addressed to the REST interface (it has

@@ -20,12 +20,15 @@ func TestLimitOptions(t *testing.T) {
 	if h.MaxBody != 2048 || h.MaxTasks != 7 || h.MaxTilesPerTask != 5000 || h.MaxParamLength != 99 {
 		t.Errorf("%+v", h)
 	}
-	if h.bodyLimit() != 2048 || h.taskLimit() != 7 || h.tileLimit() != 5000 || h.paramLimit() != 99 {
-		t.Errorf("limits %d %d %d %d", h.bodyLimit(), h.taskLimit(), h.tileLimit(), h.paramLimit())
+	h.setDefaults() // set values stay
+	if h.MaxBody != 2048 || h.MaxTasks != 7 || h.MaxTilesPerTask != 5000 || h.MaxParamLength != 99 {
+		t.Errorf("after defaults %+v", h)
 	}
 	var d Handler
-	if d.bodyLimit() != 1<<20 || d.taskLimit() != 1000 || d.tileLimit() != 100_000_000 || d.paramLimit() != 1024 {
-		t.Errorf("defaults %d %d %d %d", d.bodyLimit(), d.taskLimit(), d.tileLimit(), d.paramLimit())
+	d.setDefaults()
+	if d.MaxBody != 1<<20 || d.MaxTasks != 1000 || d.MaxTilesPerTask != 100_000_000 || d.MaxParamLength != 1024 ||
+		d.Workers != 2 || d.History != 100 || d.Cache != "default" {
+		t.Errorf("defaults %+v", d)
 	}
 	for in, want := range map[string]int64{"1048576": 1 << 20, "1MiB": 1 << 20, "1MB": 1000000, "512KB": 512000, "64kib": 65536} {
 		var h Handler

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"github.com/tilecache/caddy-tilecache/module/httpx"
 	"net/http"
 	"strings"
 	"sync"
@@ -101,7 +102,7 @@ type paramInfo struct {
 func (h *Handler) layers(w http.ResponseWriter) error {
 	c, err := h.cache()
 	if err != nil {
-		return plain(w, http.StatusServiceUnavailable, err.Error())
+		return httpx.Text(w, http.StatusServiceUnavailable, err.Error())
 	}
 	out := struct {
 		Layers []layerInfo `json:"layers"`

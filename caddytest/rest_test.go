@@ -1,6 +1,7 @@
 package caddytest
 
-// The REST interface (rest-interface.md, decisions.md) through a real Caddy:
+// GeoWebCache's REST interface for seeding, truncating and mass truncating,
+// as the README documents it, through a real Caddy:
 // tile_cache_admin under handle_path /geowebcache/* behind basic_auth, with
 // tile_cache serving the same site's public tiles.
 
@@ -26,8 +27,8 @@ const (
 	truncA    = `<truncateLayer><layerName>test:a</layerName></truncateLayer>`
 )
 
-// §4 and §7: every method of every endpoint table, and HEAD and PATCH,
-// which no table lists. A 405 names exactly the allowed methods and does
+// Every method of every REST resource, and HEAD and PATCH,
+// which no resource allows. A 405 names exactly the allowed methods and does
 // nothing: no task, no kill, no truncation.
 func TestRESTMethodTable(t *testing.T) {
 	e := newREST(t, "workers 2", "")
@@ -111,7 +112,7 @@ func TestRESTMethodTable(t *testing.T) {
 	}
 }
 
-// §5 and decisions.md "Authentication": without the right credentials
+// Authentication: without the right credentials
 // nothing is answered or done; tiles stay public on the same site.
 func TestRESTAuth(t *testing.T) {
 	e := newREST(t, "workers 1", "")
@@ -203,7 +204,7 @@ func TestRESTAuth(t *testing.T) {
 	}
 }
 
-// decisions.md "Paths": <layer> is URL-decoded; the last .json/.xml is the
+// Paths: <layer> is URL-decoded; the last .json/.xml is the
 // format; an unknown layer in any path is 404 text/plain.
 func TestRESTLayerPaths(t *testing.T) {
 	e := newREST(t, "workers 2", "")
@@ -262,7 +263,7 @@ func TestRESTLayerPaths(t *testing.T) {
 	}
 }
 
-// decisions.md "Seed request": the XML form, GWC's JSON form with its
+// Seed request: the XML form, GWC's JSON form with its
 // variants, the extension choosing the parser, the layer from the URL.
 // Every request below asks the same thing.
 func TestRESTSeedRequestForms(t *testing.T) {
@@ -347,7 +348,7 @@ func TestRESTSeedRequestForms(t *testing.T) {
 	}
 }
 
-// decisions.md "Defaults": type, threadCount (clamped), format, gridset,
+// Defaults: type, threadCount (clamped), format, gridset,
 // bounds (the layer's coverage).
 func TestRESTSeedDefaults(t *testing.T) {
 	e := newREST(t, "workers 3", `
@@ -391,7 +392,7 @@ func TestRESTSeedDefaults(t *testing.T) {
 	check(`{"seedRequest":{"zoomStart":0,"zoomStop":2,"gridSetId":"EPSG:4326","srs":{"number":900913}}}`, in4326)
 }
 
-// decisions.md "Bounds": minx, miny, maxx, maxy in the gridset's units.
+// Bounds: minx, miny, maxx, maxy in the gridset's units.
 func TestRESTSeedBoundsOrder(t *testing.T) {
 	e := newREST(t, "workers 2", "")
 	// In EPSG:4326, level 2 has 45° tiles: lon -170..-100 is columns 0..1,
@@ -429,7 +430,7 @@ func TestRESTSeedBoundsOrder(t *testing.T) {
 	}
 }
 
-// decisions.md: an srs matching two of the layer's gridsets is ambiguous.
+// An srs matching two of the layer's gridsets is ambiguous.
 func TestRESTSeedSRSAmbiguity(t *testing.T) {
 	e := newREST(t, "workers 2", `
 		gridset My4326 {
@@ -462,7 +463,7 @@ func TestRESTSeedSRSAmbiguity(t *testing.T) {
 	}
 }
 
-// decisions.md: every bad seed request is a 400 with one line of
+// Every bad seed request is a 400 with one line of
 // text/plain, and creates nothing.
 func TestRESTSeedBadRequests(t *testing.T) {
 	e := newREST(t, "workers 2", "")
@@ -577,7 +578,7 @@ func TestRESTSeedBadRequests(t *testing.T) {
 	}
 }
 
-// decisions.md: a body over 1 MiB is 413; 1 MiB exactly is fine.
+// A body over 1 MiB is 413; 1 MiB exactly is fine.
 func TestRESTBodyLimit(t *testing.T) {
 	e := newREST(t, "workers 2", "")
 	const limit = 1 << 20
@@ -603,7 +604,7 @@ func TestRESTBodyLimit(t *testing.T) {
 	mustPlain(t, "kill form over 1 MiB", e.rest("POST", "/rest/seed", formCT, pad("kill_all=all&x=", "", limit+1)), 413)
 }
 
-// decisions.md: success is 200 with an empty body and a Location naming
+// Success is 200 with an empty body and a Location naming
 // the task's own resource, which answers JSON.
 func TestRESTSeedSuccessLocation(t *testing.T) {
 	e := newREST(t, "workers 2", "")
@@ -642,7 +643,7 @@ func TestRESTSeedSuccessLocation(t *testing.T) {
 	mustPlain(t, "unknown task", rest(t, "GET", "/rest/tasks/999999.json", "", ""), 404)
 }
 
-// §2.3, §4.2 and decisions.md "Tasks": the listing's shape, order, states
+// The task listing: its shape, order, states
 // and scope, in JSON and XML.
 func TestRESTListing(t *testing.T) {
 	e := newREST(t, "workers 1", "")
@@ -735,7 +736,7 @@ func TestRESTListing(t *testing.T) {
 	}
 }
 
-// §4.3 and decisions.md "Terminate": every kill_all value, from a form or
+// Every kill_all value, from a form or
 // the query string.
 func TestRESTKillValues(t *testing.T) {
 	for _, c := range []struct {
@@ -822,7 +823,7 @@ func TestRESTKillValues(t *testing.T) {
 	}
 }
 
-// decisions.md: a missing or unknown kill_all is a 400 and kills nothing.
+// A missing or unknown kill_all is a 400 and kills nothing.
 func TestRESTKillBadValues(t *testing.T) {
 	e := newREST(t, "workers 1", "")
 	e.f.set("", 300*time.Millisecond)
@@ -869,7 +870,7 @@ func TestRESTKillBadValues(t *testing.T) {
 	}
 }
 
-// §4.3: per-layer kills touch that layer's tasks only; the page names
+// Per-layer kills touch that layer's tasks only; the page names
 // each task's type, and lists the tasks that had already finished.
 func TestRESTKillPerLayerAndPage(t *testing.T) {
 	e := newREST(t, "workers 2", "")
@@ -950,7 +951,7 @@ func TestRESTKillPerLayerAndPage(t *testing.T) {
 	mustKillPage(t, e.kill("", "running"))
 }
 
-// §2.4 and decisions.md: the request list names the original URL.
+// The request list names the original URL.
 func TestRESTMassTruncateList(t *testing.T) {
 	newREST(t, "", "")
 	a := rest(t, "GET", "/rest/masstruncate", "", "")
@@ -1015,7 +1016,7 @@ func postAt(t *testing.T, u, ct, body string, hdr ...string) answer {
 	return doBody(t, "POST", u, body, append(hdr, "Content-Type", ct)...)
 }
 
-// §4.4 rule 1 and decisions.md: truncateLayer clears every gridset,
+// TruncateLayer clears every gridset,
 // format and parameter set of the layer, synchronously, and nothing else.
 func TestRESTMassTruncateLayer(t *testing.T) {
 	e := newREST(t, "workers 2", "")
@@ -1077,7 +1078,7 @@ func TestRESTMassTruncateLayer(t *testing.T) {
 	}
 }
 
-// decisions.md "Mass truncate": the errors, none of which truncates.
+// Mass truncate: the errors, none of which truncates.
 func TestRESTMassTruncateErrors(t *testing.T) {
 	e := newREST(t, "workers 2", "")
 	if r := tileResult(t, "test:a", "EPSG:4326", 0, 0, 1); r != "MISS" {
@@ -1265,7 +1266,7 @@ func TestRESTUnknownResources(t *testing.T) {
 	}
 }
 
-// decisions.md "Tasks": truncate deletes the range's tiles of that layer,
+// Tasks: truncate deletes the range's tiles of that layer,
 // gridset, format and parameter set, and no others.
 func TestRESTTruncateTask(t *testing.T) {
 	e := newREST(t, "workers 2", `
@@ -1317,7 +1318,7 @@ func TestRESTTruncateTask(t *testing.T) {
 	}
 }
 
-// decisions.md "Tasks": ids are never reused, also across restarts (the
+// Tasks: ids are never reused, also across restarts (the
 // store is closed and opened again).
 func TestRESTTaskIDsAcrossRestart(t *testing.T) {
 	f := newFakeWMS(t)
@@ -1351,7 +1352,7 @@ func multipartForm(name, value string) (contentType, body string) {
 	return w.FormDataContentType(), b.String()
 }
 
-// decisions.md "Tasks": ids are never reused by the interface, also when a
+// Tasks: ids are never reused by the interface, also when a
 // reload points the tile_cache at another storage directory: a client's
 // task URL must never come to name another task.
 func TestRESTTaskIDsAcrossStorageChange(t *testing.T) {

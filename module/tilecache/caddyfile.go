@@ -75,10 +75,10 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //			demo <path-prefix>
 //		}
 //	}
-func (t *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // directive name
 	if d.NextArg() {
-		t.Upstream = d.Val()
+		h.Upstream = d.Val()
 	}
 	if d.NextArg() {
 		return d.ArgErr()
@@ -86,15 +86,15 @@ func (t *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	for d.NextBlock(0) {
 		switch d.Val() {
 		case "name":
-			if err := oneArg(d, &t.Name); err != nil {
+			if err := oneArg(d, &h.Name); err != nil {
 				return err
 			}
 		case "services":
-			if err := parseServices(d, t); err != nil {
+			if err := parseServices(d, h); err != nil {
 				return err
 			}
 		default:
-			if err := t.Config.parseOption(d); err != nil {
+			if err := h.Config.parseOption(d); err != nil {
 				return err
 			}
 		}
@@ -166,40 +166,40 @@ func oneArgThenBlock(d *caddyfile.Dispenser, dst *string) error {
 
 // parseOption reads one cache setting, the same in a tile_cache handler and
 // in a cache of the global option.
-func (t *Config) parseOption(d *caddyfile.Dispenser) error {
+func (c *Config) parseOption(d *caddyfile.Dispenser) error {
 	switch d.Val() {
 	case "upstream":
-		return oneArg(d, &t.Upstream)
+		return oneArg(d, &c.Upstream)
 	case "timeout":
-		return durationArg(d, &t.Timeout)
+		return durationArg(d, &c.Timeout)
 	case "upstream_concurrency":
-		return intArgs(d, &t.UpstreamConcurrency)
+		return intArgs(d, &c.UpstreamConcurrency)
 	case "storage":
-		return oneArg(d, &t.Storage)
+		return oneArg(d, &c.Storage)
 	case "jpeg_quality":
-		return intArgs(d, &t.JPEGQuality)
+		return intArgs(d, &c.JPEGQuality)
 	case "neutral_params":
 		args, err := listArgs(d)
 		if err != nil {
 			return err
 		}
-		t.NeutralParams = append(t.NeutralParams, args...)
+		c.NeutralParams = append(c.NeutralParams, args...)
 	case "gridset":
 		g, err := parseGridset(d)
 		if err != nil {
 			return err
 		}
-		t.Gridsets = append(t.Gridsets, g)
+		c.Gridsets = append(c.Gridsets, g)
 	case "layer":
 		l, err := parseLayer(d)
 		if err != nil {
 			return err
 		}
-		t.Layers = append(t.Layers, l)
+		c.Layers = append(c.Layers, l)
 	case "breaker":
-		return parseBreaker(d, t)
+		return parseBreaker(d, c)
 	case "max_param_length":
-		return intArgs(d, &t.MaxParamLength)
+		return intArgs(d, &c.MaxParamLength)
 	default:
 		return d.Errf("unknown tile_cache option %q", d.Val())
 	}
@@ -375,9 +375,9 @@ func parseLayer(d *caddyfile.Dispenser) (LayerConfig, error) {
 //		cooldown <duration>
 //		off
 //	}
-func parseBreaker(d *caddyfile.Dispenser, t *Config) error {
+func parseBreaker(d *caddyfile.Dispenser, c *Config) error {
 	b := &BreakerConfig{}
-	t.Breaker = b
+	c.Breaker = b
 	args := d.RemainingArgs()
 	switch {
 	case len(args) == 1 && args[0] == "off":
@@ -435,24 +435,24 @@ func parseBreaker(d *caddyfile.Dispenser, t *Config) error {
 }
 
 // parseServices reads the services block: one "<service> <prefix>" per line.
-func parseServices(d *caddyfile.Dispenser, t *Handler) error {
+func parseServices(d *caddyfile.Dispenser, h *Handler) error {
 	if d.NextArg() {
 		return d.ArgErr()
 	}
-	if t.Services == nil {
-		t.Services = &ServicesConfig{}
+	if h.Services == nil {
+		h.Services = &ServicesConfig{}
 	}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		var dst *string
 		switch name := d.Val(); name {
 		case "wmts":
-			dst = &t.Services.WMTS
+			dst = &h.Services.WMTS
 		case "tms":
-			dst = &t.Services.TMS
+			dst = &h.Services.TMS
 		case "xyz":
-			dst = &t.Services.XYZ
+			dst = &h.Services.XYZ
 		case "demo":
-			dst = &t.Services.Demo
+			dst = &h.Services.Demo
 		default:
 			return d.Errf("unknown services option %q (wmts, tms, xyz, demo)", name)
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/tilecache/caddy-tilecache/module/httpx"
 	"github.com/tilecache/caddy-tilecache/module/store"
 )
 
@@ -245,11 +246,8 @@ func (c *Cache) serveTile(w http.ResponseWriter, r *http.Request, tr *tileReques
 		if errors.As(err, &bo) {
 			w.Header().Set("Retry-After", strconv.Itoa(bo.RetrySeconds()))
 		}
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Header().Set("Cache-Status", "tile_cache; fwd=miss; fwd-status=502")
-		w.WriteHeader(http.StatusBadGateway)
-		fmt.Fprintf(w, "tile_cache: %s\n", msg)
-		return nil
+		return httpx.Text(w, http.StatusBadGateway, "tile_cache: "+msg)
 	}
 	data, ok := res.Tile(tr.index)
 	if !ok {

@@ -383,3 +383,68 @@ func TestLimiterUrgentNoop(t *testing.T) {
 	}
 	checkIdle(t, l, 1)
 }
+
+// A reload may change upstream_concurrency on the shared limiter: a raised
+// limit hands its new slots to waiters at once, a lowered one holds as the
+// slots in use come back, and no slot is lost either way.
+func TestLimiterSetLimit(t *testing.T) {
+	l := newLimiter(2)
+	ctx := context.Background()
+	for i := 0; i < 2; i++ {
+		if err := l.acquire(ctx, PriorityUser, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := make(chan struct{}, 3)
+	for i := 0; i < 3; i++ {
+		go func() {
+			if l.acquire(ctx, PrioritySeed, nil) == nil {
+				got <- struct{}{}
+			}
+		}()
+	}
+	waitFor(t, func() bool { l.mu.Lock(); defer l.mu.Unlock(); return len(l.waiting[PrioritySeed]) == 3 })
+	l.setLimit(4) // two more slots: two waiters get them now
+	for i := 0; i < 2; i++ {
+		select {
+		case <-got:
+		case <-time.After(5 * time.Second):
+			t.Fatal("a raised limit did not hand its slots to waiters")
+		}
+	}
+	select {
+	case <-got:
+		t.Fatal("more slots than the limit")
+	case <-time.After(50 * time.Millisecond):
+	}
+	// 4 in use, 1 waiting. Lowered to 1: three releases are absorbed, the
+	// fourth goes to the waiter.
+	l.setLimit(1)
+	for i := 0; i < 3; i++ {
+		l.release()
+		select {
+		case <-got:
+			t.Fatalf("release %d handed a slot over a lowered limit", i+1)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	l.release()
+	select {
+	case <-got:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiter never got the one slot")
+	}
+	l.release()
+	checkIdle(t, l, 1)
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/tilecache/caddy-tilecache/module/httpx"
 	"github.com/tilecache/caddy-tilecache/module/ogc"
 	"github.com/tilecache/caddy-tilecache/module/store"
 )
@@ -111,20 +112,7 @@ func errorf(status int, code, locator, format string, a ...any) *svcError {
 
 // writeText answers a TMS or XYZ error: one line of text/plain.
 func writeText(w http.ResponseWriter, e *svcError) {
-	hd := w.Header()
-	hd.Set("Content-Type", "text/plain; charset=utf-8")
-	hd.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(e.status)
-	fmt.Fprintf(w, "tile_cache: %s\n", oneLine(e.msg))
-}
-
-func oneLine(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r == '\n' || r == '\r' {
-			return ' '
-		}
-		return r
-	}, s)
+	httpx.Text(w, e.status, "tile_cache: "+e.msg)
 }
 
 // writeXML answers with a document.

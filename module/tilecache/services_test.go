@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"encoding/xml"
 	"fmt"
+	"github.com/tilecache/caddy-tilecache/module/httpx"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -850,7 +851,7 @@ func TestExternalBaseUsesTheOriginalPath(t *testing.T) {
 		t.Errorf("serviceURL %q", got)
 	}
 	r.TLS = &tls.ConnectionState{}
-	if got := externalBase(r); got != "https://maps.example.org/geo" {
+	if got := httpx.MountURL(r); got != "https://maps.example.org/geo" {
 		t.Errorf("TLS base %q", got)
 	}
 	plain := httptest.NewRequest("GET", "http://h:8080/wmts", nil)

@@ -5,7 +5,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/tilecache/caddy-tilecache/module/httpx"
 )
 
 // Paths and URLs of the services: what a request's path says, and the
@@ -47,24 +47,6 @@ func pathSegments(r *http.Request, prefix string) []string {
 	return strings.Split(rest[1:], "/")
 }
 
-// externalBase is scheme://host followed by the path this handler's paths
-// hang from, as the client addressed it: what handle_path stripped, taken
-// from Caddy's copy of the original request.
-func externalBase(r *http.Request) string {
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	}
-	cur := r.URL.EscapedPath()
-	mount := ""
-	if or, ok := r.Context().Value(caddyhttp.OriginalRequestCtxKey).(http.Request); ok && or.URL != nil {
-		if orig := or.URL.EscapedPath(); strings.HasSuffix(orig, cur) {
-			mount = strings.TrimSuffix(orig, cur)
-		}
-	}
-	return scheme + "://" + r.Host + strings.TrimRight(mount, "/")
-}
-
 // escapePath escapes each segment of a path.
 func escapePath(p string) string {
 	segs := strings.Split(p, "/")
@@ -76,7 +58,7 @@ func escapePath(p string) string {
 
 // serviceURL is the absolute URL of a service prefix for this request.
 func serviceURL(r *http.Request, prefix string) string {
-	return externalBase(r) + escapePath(prefix)
+	return httpx.MountURL(r) + escapePath(prefix)
 }
 
 // relativePath is the relative reference from the directory dir (ending in
