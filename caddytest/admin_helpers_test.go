@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/tilecache/caddy-tilecache/seeder"
-	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -32,7 +31,6 @@ var adminHash = sync.OnceValue(func() string {
 // adminConfig is a site with the REST interface under /geowebcache behind
 // basic_auth (handle_path strips the prefix), and public tiles elsewhere.
 func adminConfig(t *testing.T, f *fakeWMS, storage, adminOpts, layers string) string {
-	u, _ := url.Parse(f.URL)
 	if layers == "" {
 		layers = `
 		layer test:a {
@@ -47,27 +45,11 @@ func adminConfig(t *testing.T, f *fakeWMS, storage, adminOpts, layers string) st
 			formats image/png image/jpeg
 		}`
 	}
-	return fmt.Sprintf(`
-http://localhost:%d {
-	handle_path /geowebcache/* {
-		basic_auth {
-			%s %s
-		}
-		tile_cache_admin {
-			%s
-		}
-	}
-	handle {
-		tile_cache {
-			upstream %s/wms
-			storage %s
-			timeout 2s
-			%s
-		}
-		reverse_proxy %s
-	}
-}
-`, httpPort, adminUser, adminHash(), adminOpts, f.URL, storage, layers, u.Host)
+	return siteConfig{admin: ptr(adminOpts), upstream: f.URL, tiles: `
+		upstream ` + f.URL + `/wms
+		storage ` + storage + `
+		timeout 2s
+		` + layers}.String()
 }
 
 func restURL(path string) string {

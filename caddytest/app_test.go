@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -45,21 +44,7 @@ func loadRefused(t *testing.T, caddyfile string) string {
 // twoSites is a config of two sites on two ports, each with a tile_cache
 // block of its own.
 func twoSites(f *fakeWMS, a, b string) string {
-	u, _ := url.Parse(f.URL)
-	return fmt.Sprintf(`
-http://localhost:%d {
-	tile_cache {
-		%s
-	}
-	reverse_proxy %s
-}
-http://localhost:%d {
-	tile_cache {
-		%s
-	}
-	reverse_proxy %s
-}
-`, httpPort, a, u.Host, httpPort+1, b, u.Host)
+	return siteConfig{upstream: f.URL, tiles: a}.String() + siteConfig{port: httpPort + 1, upstream: f.URL, tiles: b}.String()
 }
 
 func TestTwoCachesWithOneNameAreRefused(t *testing.T) {
@@ -98,7 +83,6 @@ func TestOneCacheInTwoSites(t *testing.T) {
 // name through tile_cache_admin.
 func TestCachesInTheGlobalOptions(t *testing.T) {
 	f := newFakeWMS(t)
-	u, _ := url.Parse(f.URL)
 	global := fmt.Sprintf(`tile_cache {
 		cache world {
 			upstream %s/wms
@@ -108,22 +92,7 @@ func TestCachesInTheGlobalOptions(t *testing.T) {
 			}
 		}
 	}`, f.URL, storageDir(t))
-	loadWhole(t, globalOptions(global)+fmt.Sprintf(`
-http://localhost:%d {
-	handle_path /geowebcache/* {
-		basic_auth {
-			%s %s
-		}
-		tile_cache_admin world
-	}
-	handle {
-		tile_cache {
-			name world
-		}
-		reverse_proxy %s
-	}
-}
-`, httpPort, adminUser, adminHash(), u.Host))
+	loadWhole(t, globalOptions(global)+siteConfig{admin: ptr("cache world"), upstream: f.URL, tiles: "name world"}.String())
 	path := submit(t, "test:a", "json", `{"seedRequest":{"gridSetId":"EPSG:4326","zoomStart":0,"zoomStop":1,"type":"seed"}}`)
 	if ti := waitTask(t, path); ti.Status != 2 || ti.Processed != 10 {
 		t.Fatalf("seed: %+v", ti)

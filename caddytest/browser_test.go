@@ -266,21 +266,14 @@ func (b *browser) shoot(name string) (string, error) {
 // demoConfig is a site with tile_cache's demo page at /demo and WMTS at
 // /wmts (for the page's WMTS view).
 func demoConfig(f *fakeWMS, storage, layers string) string {
-	u, _ := url.Parse(f.URL)
-	return fmt.Sprintf(`
-http://localhost:%d {
-	tile_cache {
-		upstream %s/wms
-		storage %s
+	return siteConfig{upstream: f.URL, tiles: `
+		upstream ` + f.URL + `/wms
+		storage ` + storage + `
 		services {
 			demo /demo
 			wmts /wmts
 		}
-		%s
-	}
-	reverse_proxy %s
-}
-`, httpPort, f.URL, storage, layers, u.Host)
+		` + layers}.String()
 }
 
 // The demo map's tiles come from the cache: a first load fills it (from

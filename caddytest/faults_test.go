@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -221,39 +220,20 @@ func newFaultEnv(t *testing.T, tileOpts, adminOpts string) *faultEnv {
 	t.Helper()
 	f := newFaultWMS(t)
 	e := &faultEnv{t: t, f: f, name: fmt.Sprintf("fault%d", faultSeq.Add(1))}
-	u, _ := url.Parse(f.URL)
-	load(t, fmt.Sprintf(`
-http://localhost:%d {
-	handle_path /geowebcache/* {
-		basic_auth {
-			%s %s
-		}
-		tile_cache_admin {
-			cache %s
-			workers 2
-			%s
-		}
-	}
-	handle {
-		tile_cache {
-			name %s
+	load(t, siteConfig{admin: ptr("cache " + e.name + "\nworkers 2\n" + adminOpts), upstream: f.URL, tiles: `
+			name ` + e.name + `
 			# the map file's path must not reach users in error messages
-			upstream %s/wms?map=/srv/secret/world.map
-			storage %s
+			upstream ` + f.URL + `/wms?map=/srv/secret/world.map
+			storage ` + storageDir(t) + `
 			timeout 500ms
-			%s
+			` + tileOpts + `
 			layer test:f {
 				gridsets EPSG:4326
 			}
 			layer test:j {
 				gridsets EPSG:4326
 				formats image/jpeg
-			}
-		}
-		reverse_proxy %s
-	}
-}
-`, httpPort, adminUser, adminHash(), e.name, adminOpts, e.name, f.URL, storageDir(t), tileOpts, u.Host))
+			}`}.String())
 	t.Cleanup(e.cleanup)
 	return e
 }

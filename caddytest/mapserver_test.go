@@ -6,7 +6,6 @@ import (
 	"image"
 	"image/draw"
 	"net"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -62,25 +61,18 @@ func freePort() (int, error) {
 }
 
 func mapserverConfig(upstream, storage, metatile string) string {
-	u, _ := url.Parse(upstream)
-	return fmt.Sprintf(`
-http://localhost:%d {
-	tile_cache {
-		upstream %s
-		storage %s
+	return siteConfig{upstream: upstream, tiles: `
+		upstream ` + upstream + `
+		storage ` + storage + `
 		timeout 60s
 		layer test:polygons {
 			gridsets EPSG:4326 EPSG:900913
-			metatile %s
+			metatile ` + metatile + `
 			param STYLES {
 				default default
 				values default population
 			}
-		}
-	}
-	reverse_proxy %s
-}
-`, httpPort, upstream, storage, metatile, u.Host)
+		}`}.String()
 }
 
 func toNRGBA(img image.Image) *image.NRGBA {
@@ -185,30 +177,13 @@ func TestMapServerCachedTileHasTheUpstreamPixels(t *testing.T) {
 // which every one of them is a HIT.
 func TestMapServerSeedLevels0To4ThenAllHits(t *testing.T) {
 	up := mapServer(t)
-	u, _ := url.Parse(up)
-	cfg := fmt.Sprintf(`
-http://localhost:%d {
-	handle_path /geowebcache/* {
-		basic_auth {
-			%s %s
-		}
-		tile_cache_admin {
-			workers 2
-		}
-	}
-	handle {
-		tile_cache {
-			upstream %s
-			storage %s
+	cfg := siteConfig{admin: ptr("workers 2"), upstream: up, tiles: `
+			upstream ` + up + `
+			storage ` + storageDir(t) + `
 			timeout 60s
 			layer test:polygons {
 				gridsets EPSG:4326 EPSG:900913
-			}
-		}
-		reverse_proxy %s
-	}
-}
-`, httpPort, adminUser, adminHash(), up, storageDir(t), u.Host)
+			}`}.String()
 	load(t, cfg)
 	ti := waitTask(t, submit(t, "test:polygons", "xml", `<seedRequest><name>test:polygons</name><srs><number>4326</number></srs><zoomStart>0</zoomStart><zoomStop>4</zoomStop><format>image/png</format><type>seed</type><threadCount>2</threadCount></seedRequest>`))
 	if ti.State != "DONE" || ti.Total != 682 || ti.Processed != 682 || ti.FailedTiles != 0 {

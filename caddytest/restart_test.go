@@ -101,25 +101,12 @@ func procConfig(f *fakeWMS, storage string) string {
 		level WARN
 	}
 }
-http://localhost:%d {
-	handle_path /geowebcache/* {
-		basic_auth {
-			%s %s
-		}
-		tile_cache_admin {
-			workers 1
-			checkpoint_interval 100ms
-		}
-	}
-	tile_cache {
-		upstream %s/wms
-		storage %s
+`, procAdmin, procPort) + siteConfig{port: procPort, admin: ptr("workers 1\ncheckpoint_interval 100ms"), tiles: `
+		upstream ` + f.URL + `/wms
+		storage ` + storage + `
 		layer test:a {
 			gridsets EPSG:4326
-		}
-	}
-}
-`, procAdmin, procPort, procPort, adminUser, adminHash(), f.URL, storage)
+		}`}.String()
 }
 
 func procREST(t *testing.T, method, path, body string) answer {

@@ -305,13 +305,9 @@ func TestServicesRejectWithoutAskingTheUpstream(t *testing.T) {
 // before handle_path stripped it; a client that follows them gets the tiles.
 func TestServicesDocumentsLeadToTheTiles(t *testing.T) {
 	f := newFakeWMS(t)
-	u, _ := url.Parse(f.URL)
-	load(t, fmt.Sprintf(`
-http://localhost:%d {
-	handle_path /geo/* {
-		tile_cache {
-			upstream %s/wms
-			storage %s
+	load(t, siteConfig{mount: "/geo", upstream: f.URL, tiles: `
+			upstream ` + f.URL + `/wms
+			storage ` + storageDir(t) + `
 			layer test:a {
 				gridsets EPSG:4326 EPSG:900913
 				param STYLES {
@@ -319,12 +315,7 @@ http://localhost:%d {
 					values "" population
 				}
 			}
-			%s
-		}
-		reverse_proxy %s
-	}
-}
-`, httpPort, f.URL, storageDir(t), servicesBlock, u.Host))
+			` + servicesBlock}.String())
 	base := site("/geo")
 
 	caps := get(t, base+"/wmts?service=WMTS&request=GetCapabilities")

@@ -16,12 +16,9 @@ import (
 // fakeConfig is a site with tile_cache in front of a fake WMS, and
 // reverse_proxy to the same WMS for everything that is not a tile.
 func fakeConfig(t *testing.T, f *fakeWMS, storage, extra string) string {
-	u, _ := url.Parse(f.URL)
-	return fmt.Sprintf(`
-http://localhost:%d {
-	tile_cache {
-		upstream %s/wms?map=/srv/world.map
-		storage %s
+	return siteConfig{upstream: f.URL, tiles: `
+		upstream ` + f.URL + `/wms?map=/srv/world.map
+		storage ` + storage + `
 		timeout 1s
 		layer test:a {
 			gridsets EPSG:4326 EPSG:900913
@@ -37,11 +34,7 @@ http://localhost:%d {
 			metatile 2 2
 			gutter 8
 		}
-		%s
-	}
-	reverse_proxy %s
-}
-`, httpPort, f.URL, storage, extra, u.Host)
+		` + extra}.String()
 }
 
 func TestMissThenHitWithHeaders(t *testing.T) {
