@@ -37,17 +37,25 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		max_tiles_per_task <n>
 //		max_param_length <bytes>
 //		checkpoint_interval <duration>
+//		trusted_origins <origin>...   (may POST from a browser on another origin)
 //	}
-func (a *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next()
 	if d.NextArg() {
-		a.Cache = d.Val()
+		h.Cache = d.Val()
 	}
 	if d.NextArg() {
 		return d.ArgErr()
 	}
 	for d.NextBlock(0) {
 		opt := d.Val()
+		if opt == "trusted_origins" {
+			h.TrustedOrigins = append(h.TrustedOrigins, d.RemainingArgs()...)
+			if len(h.TrustedOrigins) == 0 {
+				return d.ArgErr()
+			}
+			continue
+		}
 		if !d.NextArg() {
 			return d.ArgErr()
 		}
@@ -58,40 +66,40 @@ func (a *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		var err error
 		switch opt {
 		case "cache":
-			a.Cache = val
+			h.Cache = val
 		case "workers":
-			a.Workers, err = strconv.Atoi(val)
+			h.Workers, err = strconv.Atoi(val)
 		case "history":
-			a.History, err = strconv.Atoi(val)
+			h.History, err = strconv.Atoi(val)
 		case "retry_count":
 			var n int
 			n, err = strconv.Atoi(val)
-			a.RetryCount = &n
+			h.RetryCount = &n
 		case "max_failures":
 			var n int64
 			n, err = strconv.ParseInt(val, 10, 64)
-			a.MaxFailures = &n
+			h.MaxFailures = &n
 		case "checkpoint_interval":
 			var dur time.Duration
 			dur, err = caddy.ParseDuration(val)
-			a.CheckpointInterval = caddy.Duration(dur)
+			h.CheckpointInterval = caddy.Duration(dur)
 		case "max_body":
 			var n uint64
 			n, err = humanize.ParseBytes(val)
 			if err == nil && n > 1<<40 {
 				err = fmt.Errorf("%s is too large", val)
 			}
-			a.MaxBody = int64(n)
+			h.MaxBody = int64(n)
 		case "max_tasks":
-			a.MaxTasks, err = strconv.Atoi(val)
+			h.MaxTasks, err = strconv.Atoi(val)
 		case "max_tiles_per_task":
-			a.MaxTilesPerTask, err = strconv.ParseInt(val, 10, 64)
+			h.MaxTilesPerTask, err = strconv.ParseInt(val, 10, 64)
 		case "max_param_length":
-			a.MaxParamLength, err = strconv.Atoi(val)
+			h.MaxParamLength, err = strconv.Atoi(val)
 		case "retry_wait":
 			var dur time.Duration
 			dur, err = caddy.ParseDuration(val)
-			a.RetryWait = caddy.Duration(dur)
+			h.RetryWait = caddy.Duration(dur)
 		default:
 			return d.Errf("unknown tile_cache_admin option %q", opt)
 		}

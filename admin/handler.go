@@ -54,11 +54,16 @@ type Handler struct {
 	MaxTasks        int   `json:"max_tasks,omitempty"`
 	MaxTilesPerTask int64 `json:"max_tiles_per_task,omitempty"`
 	MaxParamLength  int   `json:"max_param_length,omitempty"`
+	// TrustedOrigins may send state-changing requests from a browser on
+	// another origin (scheme://host[:port]); every other cross-origin
+	// POST is refused with 403.
+	TrustedOrigins []string `json:"trusted_origins,omitempty"`
 
 	engine *seeder.Engine
 	app    *tilecache.App
 	log    *zap.Logger
 	bound  *bound // the cache, once known; a pointer so the module stays copyable
+	csrf   *http.CrossOriginProtection
 }
 
 // bound is the cache the interface works on, set once.
@@ -82,6 +87,12 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	h.setDefaults()
 	if err := h.Validate(); err != nil {
 		return err // before the engine is acquired
+	}
+	h.csrf = http.NewCrossOriginProtection()
+	for _, o := range h.TrustedOrigins {
+		if err := h.csrf.AddTrustedOrigin(o); err != nil {
+			return fmt.Errorf("tile_cache_admin: trusted_origins: %v", err)
+		}
 	}
 	retry := seeder.RetryPolicy{Retries: 3, Wait: time.Second, MaxFailures: 1000}
 	if h.RetryCount != nil {
@@ -194,12 +205,19 @@ type route struct {
 	id     int64
 }
 
-// ServeHTTP implements caddyhttp.MiddlewareHandler. Requests outside
-// /rest/ go to the next handler, so the interface can share a route; but
-// for the task page (page.go).
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+// ServeHTTP implements caddyhttp.MiddlewareHandler. Every path under the
+// mount point is the interface's: what it does not serve is a 404 here,
+// never passed on (to a proxy that would forward the credentials).
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
 	if oddRESTPath(httpx.OriginalPath(r)) { // limits.go
 		return httpx.Text(w, http.StatusNotFound, "no such resource: dot segments and encoded slashes are not accepted in REST paths")
+	}
+	// Browsers send cached Basic credentials with a form posted from any
+	// site: a state-changing request from another origin is refused.
+	// GeoWebCache's curl commands send neither Sec-Fetch-Site nor Origin,
+	// and the task page is same-origin; both pass.
+	if err := h.csrf.Check(r); err != nil {
+		return httpx.Text(w, http.StatusForbidden, "cross-origin request refused: "+r.Method+" from another site may not change tiles or tasks")
 	}
 	if _, err := h.cache(); err != nil {
 		return httpx.Text(w, http.StatusServiceUnavailable, err.Error())
@@ -209,7 +227,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		if isPagePath(r.URL.Path) { // the task page (page.go)
 			return h.page(w, r)
 		}
-		return next.ServeHTTP(w, r)
+		return httpx.Text(w, http.StatusNotFound, "no such resource: the REST interface is under rest/, the task page at tasks")
 	}
 	if err != nil {
 		return httpx.Text(w, http.StatusNotFound, err.Error())

@@ -506,6 +506,12 @@ func (e *Engine) runUnit(t *Task, u unit, fetched func()) (outcome, error) {
 			attempt--
 			continue
 		}
+		if errors.Is(err, tilecache.ErrUpstreamBusy) {
+			// A visitor's fetch this unit joined gave up its place in
+			// line: waiting is no failure of the metatile. Go again.
+			attempt--
+			continue
+		}
 		abort := e.failure(t, err)
 		if abort != nil || attempt >= t.Spec.Retry.Retries {
 			t.failedTiles.Add(n)

@@ -131,6 +131,9 @@ func (e *Engine) Resolve(layer string, r Request) (Spec, error) {
 		s.Retry.Retries = max(0, *r.RetryCount)
 	}
 	if r.RetryWaitMS != nil {
+		if *r.RetryWaitMS > maxRetryWait.Milliseconds() {
+			return Spec{}, bad("tileFailureRetryWaitTime %d ms is above the maximum of %d ms (one hour)", *r.RetryWaitMS, maxRetryWait.Milliseconds())
+		}
 		s.Retry.Wait = time.Duration(max(0, *r.RetryWaitMS)) * time.Millisecond
 	}
 	if r.MaxFailures != nil {
@@ -138,6 +141,11 @@ func (e *Engine) Resolve(layer string, r Request) (Spec, error) {
 	}
 	return s, nil
 }
+
+// maxRetryWait bounds a seed request's tileFailureRetryWaitTime: a longer
+// first wait would stall a task for longer than any outage it waits out,
+// and near int64's limit the milliseconds overflow into a negative wait.
+const maxRetryWait = time.Hour
 
 // ranges is, per level zs..ze, the tiles of g inside bounds that the
 // layer caches (inside its extent and its cached zoom levels).

@@ -312,6 +312,7 @@ func TestBreakerConcurrent(t *testing.T) {
 type breakerUpstream struct {
 	*httptest.Server
 	down     atomic.Bool
+	delay    atomic.Int64 // ns each GetMap takes
 	requests atomic.Int64
 }
 
@@ -319,6 +320,9 @@ func newBreakerUpstream(t *testing.T) *breakerUpstream {
 	u := &breakerUpstream{}
 	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u.requests.Add(1)
+		if d := time.Duration(u.delay.Load()); d > 0 {
+			time.Sleep(d)
+		}
 		if u.down.Load() {
 			http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
 			return

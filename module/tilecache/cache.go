@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/tilecache/caddy-tilecache/module/gridset"
 	"github.com/tilecache/caddy-tilecache/module/imaging"
@@ -36,6 +37,9 @@ type Cache struct {
 	store store.Store
 	fetch *fetcher
 	log   *zap.Logger
+	// failLog is log, sampled: a flood of failing misses must not flood
+	// the log as well.
+	failLog *zap.Logger
 	// refs counts the Cache's users: the app that made it, and seeding
 	// engines that keep working with it across a reload. The last
 	// release gives back the store and the upstream.
@@ -146,6 +150,9 @@ func NewCache(name string, cfg Config, log *zap.Logger) (*Cache, error) {
 // Badger directory.
 func (c *Cache) open(log *zap.Logger, st store.Store) error {
 	c.log = log
+	c.failLog = log.WithOptions(zap.WrapCore(func(core zapcore.Core) zapcore.Core {
+		return zapcore.NewSamplerWithOptions(core, 10*time.Second, 3, 0) // 3 per message per 10 s
+	}))
 	up, err := url.Parse(c.cfg.Upstream)
 	if err != nil {
 		return err // validate parsed it already
@@ -161,6 +168,7 @@ func (c *Cache) open(log *zap.Logger, st store.Store) error {
 	failures, cooldown := c.cfg.breakerSettings()
 	shared, err := acquireUpstream(c.name, upstreamSettings{
 		url: c.cfg.Upstream, concurrency: c.cfg.UpstreamConcurrency,
+		seedSlots: *c.cfg.SeedSlots, queue: c.cfg.UpstreamQueue,
 		breakerFailures: failures, breakerCooldown: cooldown,
 	}, log)
 	if err != nil {

@@ -34,6 +34,9 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		upstream <url>
 //		timeout <duration>
 //		upstream_concurrency <n>
+//		upstream_queue <n>
+//		seed_slots <n>
+//		max_misses_per_client <n>
 //		storage <dir>
 //		jpeg_quality <1-100>
 //		breaker <failures> [<cooldown>] | breaker off | breaker { failures <n>; cooldown <d>; off }
@@ -174,6 +177,16 @@ func (c *Config) parseOption(d *caddyfile.Dispenser) error {
 		return durationArg(d, &c.Timeout)
 	case "upstream_concurrency":
 		return intArgs(d, &c.UpstreamConcurrency)
+	case "upstream_queue":
+		return intArgs(d, &c.UpstreamQueue)
+	case "seed_slots":
+		var n int
+		if err := intArgs(d, &n); err != nil {
+			return err
+		}
+		c.SeedSlots = &n
+	case "max_misses_per_client":
+		return intArgs(d, &c.MaxMissesPerClient)
 	case "storage":
 		return oneArg(d, &c.Storage)
 	case "jpeg_quality":

@@ -25,6 +25,18 @@ type Config struct {
 	// UpstreamConcurrency caps simultaneous upstream requests of this cache,
 	// across config reloads. Default 4.
 	UpstreamConcurrency int `json:"upstream_concurrency,omitempty"`
+	// UpstreamQueue bounds the visitors' misses waiting for an upstream
+	// slot; a miss beyond it gets 503 with Retry-After at once. Default
+	// 16 × upstream_concurrency.
+	UpstreamQueue int `json:"upstream_queue,omitempty"`
+	// SeedSlots of upstream_concurrency are seeding's whenever it has work,
+	// however many visitors' misses wait: users come first, but a flood of
+	// misses cannot stop a seed. At most upstream_concurrency − 1. Default
+	// upstream_concurrency / 4, at least 1 when upstream_concurrency ≥ 2.
+	SeedSlots *int `json:"seed_slots,omitempty"`
+	// MaxMissesPerClient caps one client's (by IP, as Caddy's trusted_proxies
+	// see it) misses waiting at once; beyond it: 429. Default 0: no cap.
+	MaxMissesPerClient int `json:"max_misses_per_client,omitempty"`
 	// Storage is the Badger directory. Default: tile_cache in Caddy's data directory.
 	Storage string `json:"storage,omitempty"`
 	// Gridsets are custom gridsets, beside the built-in EPSG:4326 and EPSG:900913.
@@ -117,6 +129,16 @@ func (c *Config) setDefaults() {
 	if c.UpstreamConcurrency == 0 {
 		c.UpstreamConcurrency = defaultUpstreamConcurrency
 	}
+	if c.UpstreamQueue == 0 {
+		c.UpstreamQueue = 16 * c.UpstreamConcurrency
+	}
+	if c.SeedSlots == nil {
+		n := 0
+		if c.UpstreamConcurrency >= 2 {
+			n = max(1, c.UpstreamConcurrency/4)
+		}
+		c.SeedSlots = &n
+	}
 	if c.JPEGQuality == 0 {
 		c.JPEGQuality = defaultJPEGQuality
 	}
@@ -146,6 +168,15 @@ func (c *Config) validate() error {
 	}
 	if c.UpstreamConcurrency < 1 {
 		return errors.New("upstream_concurrency must be at least 1")
+	}
+	if c.UpstreamQueue < 1 {
+		return errors.New("upstream_queue must be at least 1")
+	}
+	if *c.SeedSlots < 0 || *c.SeedSlots >= c.UpstreamConcurrency && *c.SeedSlots > 0 {
+		return fmt.Errorf("seed_slots must be 0..%d (upstream_concurrency − 1): visitors keep at least one slot", c.UpstreamConcurrency-1)
+	}
+	if c.MaxMissesPerClient < 0 {
+		return errors.New("max_misses_per_client must not be negative")
 	}
 	if c.JPEGQuality < 1 || c.JPEGQuality > 100 {
 		return errors.New("jpeg_quality must be 1..100")

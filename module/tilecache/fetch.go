@@ -84,6 +84,17 @@ func (r *MetaResult) Tile(idx gridset.Index) ([]byte, bool) {
 }
 
 type flight struct {
+	// queued ends the flight's wait in line: cancelled when nobody waits
+	// for it any more (a visitor left). It does not
+	// reach the upstream request: once on the wire, a fetch finishes and
+	// stores its tiles for whoever asks next.
+	queued context.Context
+	drop   context.CancelFunc
+	// Guarded by the shared upstream's mu: callers waiting for the result,
+	// and whether the fetch holds an upstream slot.
+	waiters int
+	onWire  bool
+
 	done chan struct{}
 	// fetched closes once the upstream has answered (or failed): from
 	// then on the work is local CPU, and a seeder may start its next fetch.
@@ -165,12 +176,17 @@ func (f *fetcher) fetch(ctx context.Context, m *MetaRequest, p Priority, fetched
 	switch {
 	case !ok:
 		fl = &flight{done: make(chan struct{}), fetched: make(chan struct{}), prio: p, urgent: make(chan struct{})}
+		// The wait in line ends only when nobody waits any more: the line
+		// is bounded (upstream_queue), so its length, not a clock, bounds
+		// the wait.
+		fl.queued, fl.drop = context.WithCancel(context.Background())
 		sh.flights[key] = fl
 		go f.run(key, fl, m)
 	case p == PriorityUser && fl.prio != PriorityUser:
 		fl.prio = PriorityUser
 		close(fl.urgent)
 	}
+	fl.waiters++
 	sh.mu.Unlock()
 	if fetched != nil {
 		select {
@@ -179,6 +195,7 @@ func (f *fetcher) fetch(ctx context.Context, m *MetaRequest, p Priority, fetched
 				fetched()
 			}
 		case <-ctx.Done():
+			f.leave(key, fl)
 			return nil, ctx.Err()
 		}
 	}
@@ -186,7 +203,24 @@ func (f *fetcher) fetch(ctx context.Context, m *MetaRequest, p Priority, fetched
 	case <-fl.done:
 		return fl.res, fl.err
 	case <-ctx.Done():
+		f.leave(key, fl)
 		return nil, ctx.Err()
+	}
+}
+
+// leave is a caller giving up on a flight. The last one to leave a flight
+// still waiting in line drops it: under a flood of misses from clients
+// that hang up, the upstream renders only what someone still waits for.
+func (f *fetcher) leave(key flightKey, fl *flight) {
+	sh := f.shared
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	fl.waiters--
+	if fl.waiters == 0 && !fl.onWire {
+		fl.drop()
+		if sh.flights[key] == fl {
+			delete(sh.flights, key) // the next asker starts afresh
+		}
 	}
 }
 
@@ -197,21 +231,19 @@ func (f *fetcher) run(key flightKey, fl *flight, m *MetaRequest) {
 			f.log.Error("metatile fetch panicked", zap.Any("panic", r), zap.Stack("stack"))
 		}
 		f.shared.mu.Lock()
-		delete(f.shared.flights, key)
+		if f.shared.flights[key] == fl {
+			delete(f.shared.flights, key)
+		}
 		f.shared.mu.Unlock()
+		fl.drop()
 		fl.markFetched()
 		close(fl.done)
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
-	defer cancel()
-	fl.res, fl.err = f.fetchAndStore(ctx, key.set, m, fl)
+	fl.res, fl.err = f.fetchAndStore(key.set, m, fl)
 }
 
-func (f *fetcher) fetchAndStore(ctx context.Context, set store.Set, m *MetaRequest, fl *flight) (*MetaResult, error) {
-	f.shared.mu.Lock()
-	p := fl.prio
-	f.shared.mu.Unlock()
-	body, contentType, err := f.fetchBody(ctx, m, p, fl.urgent)
+func (f *fetcher) fetchAndStore(set store.Set, m *MetaRequest, fl *flight) (*MetaResult, error) {
+	body, contentType, err := f.fetchBody(m, fl)
 	fl.answered = err == nil
 	fl.markFetched()
 	var img image.Image
@@ -219,8 +251,8 @@ func (f *fetcher) fetchAndStore(ctx context.Context, set store.Set, m *MetaReque
 		// Decoding is CPU work: done after the upstream slot is given back.
 		img, err = imaging.Decode(contentType, body, m.Meta.Width, m.Meta.Height)
 	}
-	if _, refused := refusal(err); refused {
-		return nil, err // the breaker is open: the upstream was not asked
+	if _, refused := refusal(err); refused || errors.Is(err, ErrUpstreamBusy) {
+		return nil, err // the upstream was not asked
 	}
 	if err != nil {
 		m.Layer.upstreamErrors.Inc()
@@ -290,16 +322,35 @@ func (fl *flight) markFetched() {
 
 // fetchBody makes the upstream GetMap, holding an upstream slot only while
 // the request is on the wire. While the circuit breaker is open it refuses
-// at once, before and after waiting for a slot.
-func (f *fetcher) fetchBody(ctx context.Context, m *MetaRequest, p Priority, urgent <-chan struct{}) (_ []byte, _ string, err error) {
-	brk, limit := f.shared.breaker, f.shared.limit
+// at once, before and after waiting for a slot. The timeout runs from the
+// moment the request goes out: time in line is not the upstream's, and a
+// fetch that waited long must not fail as if the upstream had been slow.
+func (f *fetcher) fetchBody(m *MetaRequest, fl *flight) (_ []byte, _ string, err error) {
+	sh := f.shared
+	brk, limit := sh.breaker, sh.limit
 	if err := brk.check(); err != nil {
 		return nil, "", err
 	}
-	if err := limit.acquire(ctx, p, urgent); err != nil {
+	sh.mu.Lock()
+	p := fl.prio
+	sh.mu.Unlock()
+	held, err := limit.acquire(fl.queued, p, fl.urgent)
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			err = fmt.Errorf("%w: nobody waits for the tile any more", ErrUpstreamBusy)
+		}
 		return nil, "", err
 	}
-	defer limit.release()
+	defer limit.release(held)
+	sh.mu.Lock()
+	abandoned := fl.waiters == 0 // the last caller left just as the slot came
+	fl.onWire = !abandoned
+	sh.mu.Unlock()
+	if abandoned {
+		return nil, "", fmt.Errorf("%w: nobody waits for the tile any more", ErrUpstreamBusy)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
+	defer cancel()
 	probe, err := brk.allow()
 	if err != nil {
 		return nil, "", err

@@ -10,6 +10,7 @@ package tilecache
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"reflect"
 	"strconv"
@@ -223,23 +224,40 @@ func (c *Cache) serveTile(w http.ResponseWriter, r *http.Request, tr *tileReques
 	if err != nil {
 		return caddyhttp.Error(http.StatusInternalServerError, err)
 	}
+	client := clientKey(r)
+	if !c.fetch.shared.enter(client, c.cfg.MaxMissesPerClient) {
+		metrics().refused.WithLabelValues(c.name, "client-limit").Inc()
+		w.Header().Set("Retry-After", "1")
+		w.Header().Set("Cache-Status", "tile_cache; fwd=miss; fwd-status=429")
+		return httpx.Text(w, http.StatusTooManyRequests,
+			fmt.Sprintf("tile_cache: more than %d of your tile requests wait for the upstream; retry shortly", c.cfg.MaxMissesPerClient))
+	}
 	res, err := c.fetch.fetch(r.Context(), &MetaRequest{Layer: l, Grid: tr.grid, Format: tr.format, Params: tr.params, Meta: meta}, PriorityUser, nil)
+	c.fetch.shared.exit(client, c.cfg.MaxMissesPerClient)
 	if err != nil {
 		if r.Context().Err() != nil {
 			return nil // the client left; nothing to answer
 		}
 		if stale != nil {
 			l.stale.Inc()
-			c.log.Warn("serving expired tile: refresh failed", zap.String("layer", l.Name), zap.Error(err))
+			c.failLog.Warn("serving expired tile: refresh failed", zap.String("layer", l.Name), zap.Error(err))
 			writeTile(w, r, tr, *stale, statusStale, resultHit)
 			return nil
+		}
+		if errors.Is(err, ErrUpstreamBusy) {
+			// Not the upstream's fault: too many misses wait for it.
+			metrics().refused.WithLabelValues(c.name, "busy").Inc()
+			c.failLog.Warn("miss refused: the upstream is busy", zap.String("layer", l.Name), zap.Error(err))
+			w.Header().Set("Retry-After", "1")
+			w.Header().Set("Cache-Status", "tile_cache; fwd=miss; fwd-status=503")
+			return httpx.Text(w, http.StatusServiceUnavailable, "tile_cache: "+shortError(err)+"; retry shortly")
 		}
 		msg := "the upstream WMS failed for this tile: " + shortError(err)
 		if bo, refused := refusal(err); refused {
 			// The circuit breaker answered without asking the upstream.
 			msg = bo.Error()
 		} else {
-			c.log.Error("metatile fetch failed", zap.String("layer", l.Name),
+			c.failLog.Error("metatile fetch failed", zap.String("layer", l.Name),
 				zap.Int("z", tr.index.Z), zap.Int64("x", tr.index.X), zap.Int64("y", tr.index.Y), zap.Error(err))
 		}
 		var bo *BreakerOpenError
@@ -259,6 +277,18 @@ func (c *Cache) serveTile(w http.ResponseWriter, r *http.Request, tr *tileReques
 	}
 	writeTile(w, r, tr, store.Tile{StoredAt: res.StoredAt, ETag: store.ETagOf(data), Data: data}, status, resultMiss)
 	return nil
+}
+
+// clientKey names the client for max_misses_per_client: its IP as Caddy
+// determined it (trusted_proxies respected), else the connection's.
+func clientKey(r *http.Request) string {
+	if ip, ok := caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string); ok && ip != "" {
+		return ip
+	}
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		return host
+	}
+	return r.RemoteAddr
 }
 
 // shortError keeps error text to one short line for a response body.

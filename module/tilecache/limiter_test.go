@@ -52,7 +52,7 @@ func acquireAll(t *testing.T, l *limiter, n int) {
 	t.Helper()
 	for i := 0; i < n; i++ {
 		done := make(chan error, 1)
-		go func() { done <- l.acquire(context.Background(), PrioritySeed, nil) }()
+		go func() { done <- l.acq(context.Background(), PrioritySeed, nil) }()
 		select {
 		case err := <-done:
 			if err != nil {
@@ -75,7 +75,7 @@ func TestLimiterCapacity(t *testing.T) {
 			defer wg.Done()
 			p := Priority(w % 2)
 			for i := 0; i < rounds; i++ {
-				if err := l.acquire(context.Background(), p, nil); err != nil {
+				if err := l.acq(context.Background(), p, nil); err != nil {
 					t.Error(err)
 					return
 				}
@@ -88,7 +88,7 @@ func TestLimiterCapacity(t *testing.T) {
 				}
 				time.Sleep(time.Duration(i%3) * 10 * time.Microsecond)
 				inFlight.Add(-1)
-				l.release()
+				l.rel()
 			}
 		}()
 	}
@@ -113,7 +113,7 @@ func TestLimiterCapacityWithCancellations(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < rounds; i++ {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Duration((w+i)%5)*20*time.Microsecond)
-				err := l.acquire(ctx, Priority((w+i)%2), nil)
+				err := l.acq(ctx, Priority((w+i)%2), nil)
 				cancel()
 				if err != nil {
 					if !errors.Is(err, context.DeadlineExceeded) {
@@ -131,7 +131,7 @@ func TestLimiterCapacityWithCancellations(t *testing.T) {
 				}
 				time.Sleep(10 * time.Microsecond)
 				inFlight.Add(-1)
-				l.release()
+				l.rel()
 			}
 		}()
 	}
@@ -145,12 +145,12 @@ func TestLimiterCapacityWithCancellations(t *testing.T) {
 // record acquires at priority p and reports name on order when it gets
 // the slot, then gives the slot back.
 func record(l *limiter, p Priority, name string, order chan<- string, urgent <-chan struct{}) {
-	if err := l.acquire(context.Background(), p, urgent); err != nil {
+	if err := l.acq(context.Background(), p, urgent); err != nil {
 		order <- "error " + name + ": " + err.Error()
 		return
 	}
 	order <- name
-	l.release()
+	l.rel()
 }
 
 func collect(t *testing.T, order <-chan string, n int) []string {
@@ -175,7 +175,7 @@ func TestLimiterUserBeforeEarlierSeeder(t *testing.T) {
 	waitQueued(t, l, PrioritySeed, 1)
 	go record(l, PriorityUser, "user", order, nil)
 	waitQueued(t, l, PriorityUser, 1)
-	l.release()
+	l.rel()
 	got := collect(t, order, 2)
 	if got[0] != "user" || got[1] != "seeder" {
 		t.Fatalf("order %v, want user then seeder", got)
@@ -195,7 +195,7 @@ func TestLimiterNoBargingPastWaiters(t *testing.T) {
 	waitQueued(t, l, PrioritySeed, 1)
 	go record(l, PriorityUser, "u2", order, nil)
 	waitQueued(t, l, PriorityUser, 2)
-	l.release()
+	l.rel()
 	got := collect(t, order, 3)
 	want := []string{"u1", "u2", "s1"}
 	for i := range want {
@@ -219,7 +219,7 @@ func TestLimiterFIFOWithinPriority(t *testing.T) {
 		go record(l, PriorityUser, "u"+string(rune('0'+i)), order, nil)
 		waitQueued(t, l, PriorityUser, i+1)
 	}
-	l.release()
+	l.rel()
 	got := collect(t, order, 2*n)
 	for i := 0; i < n; i++ {
 		if got[i] != "u"+string(rune('0'+i)) || got[n+i] != "s"+string(rune('0'+i)) {
@@ -237,7 +237,7 @@ func TestLimiterCancelWhileWaiting(t *testing.T) {
 
 		ctx, cancel := context.WithCancel(context.Background())
 		errc := make(chan error, 1)
-		go func() { errc <- l.acquire(ctx, p, nil) }()
+		go func() { errc <- l.acq(ctx, p, nil) }()
 		waitQueued(t, l, p, 1)
 		cancel()
 		if err := <-errc; !errors.Is(err, context.Canceled) {
@@ -249,20 +249,20 @@ func TestLimiterCancelWhileWaiting(t *testing.T) {
 
 		// A deadline works the same way.
 		ctx2, cancel2 := context.WithTimeout(context.Background(), 5*time.Millisecond)
-		err := l.acquire(ctx2, p, nil)
+		err := l.acq(ctx2, p, nil)
 		cancel2()
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("priority %d: got %v, want context.DeadlineExceeded", p, err)
 		}
 
 		for i := 0; i < capacity; i++ {
-			l.release()
+			l.rel()
 		}
 		checkIdle(t, l, capacity)
 		// and every slot can be taken again
 		acquireAll(t, l, capacity)
 		for i := 0; i < capacity; i++ {
-			l.release()
+			l.rel()
 		}
 		checkIdle(t, l, capacity)
 	}
@@ -274,7 +274,7 @@ func TestLimiterCancelledWaiterSkipped(t *testing.T) {
 	acquireAll(t, l, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
-	go func() { errc <- l.acquire(ctx, PriorityUser, nil) }()
+	go func() { errc <- l.acq(ctx, PriorityUser, nil) }()
 	waitQueued(t, l, PriorityUser, 1)
 	order := make(chan string, 1)
 	go record(l, PriorityUser, "u2", order, nil)
@@ -283,7 +283,7 @@ func TestLimiterCancelledWaiterSkipped(t *testing.T) {
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Fatal(err)
 	}
-	l.release()
+	l.rel()
 	if got := collect(t, order, 1); got[0] != "u2" {
 		t.Fatal(got)
 	}
@@ -299,16 +299,16 @@ func TestLimiterCancelRaceDoesNotLeak(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		errc := make(chan error, 1)
 		p := Priority(i % 2)
-		go func() { errc <- l.acquire(ctx, p, nil) }()
+		go func() { errc <- l.acq(ctx, p, nil) }()
 		waitQueued(t, l, p, 1)
 		// release and cancel at the same moment
 		var wg sync.WaitGroup
 		wg.Add(2)
-		go func() { defer wg.Done(); l.release() }()
+		go func() { defer wg.Done(); l.rel() }()
 		go func() { defer wg.Done(); cancel() }()
 		wg.Wait()
 		if err := <-errc; err == nil {
-			l.release() // it won the slot
+			l.rel() // it won the slot
 		} else if !errors.Is(err, context.Canceled) {
 			t.Fatal(err)
 		}
@@ -335,7 +335,7 @@ func TestLimiterUrgentPromotesSeeder(t *testing.T) {
 	waitQueued(t, l, PrioritySeed, 1)
 	go record(l, PriorityUser, "u2", order, nil)
 	waitQueued(t, l, PriorityUser, 3)
-	l.release()
+	l.rel()
 	got := collect(t, order, 4)
 	want := []string{"u1", "s2", "u2", "s1"}
 	for i := range want {
@@ -353,7 +353,7 @@ func TestLimiterUrgentThenCancel(t *testing.T) {
 	urgent := make(chan struct{})
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
-	go func() { errc <- l.acquire(ctx, PrioritySeed, urgent) }()
+	go func() { errc <- l.acq(ctx, PrioritySeed, urgent) }()
 	waitQueued(t, l, PrioritySeed, 1)
 	close(urgent)
 	waitQueued(t, l, PriorityUser, 1)
@@ -361,7 +361,7 @@ func TestLimiterUrgentThenCancel(t *testing.T) {
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Fatal(err)
 	}
-	l.release()
+	l.rel()
 	checkIdle(t, l, 1)
 }
 
@@ -371,13 +371,13 @@ func TestLimiterUrgentNoop(t *testing.T) {
 	l := newLimiter(1)
 	closed := make(chan struct{})
 	close(closed)
-	if err := l.acquire(context.Background(), PrioritySeed, closed); err != nil {
+	if err := l.acq(context.Background(), PrioritySeed, closed); err != nil {
 		t.Fatal(err)
 	}
 	order := make(chan string, 1)
 	go record(l, PriorityUser, "u", order, closed)
 	waitQueued(t, l, PriorityUser, 1)
-	l.release()
+	l.rel()
 	if got := collect(t, order, 1); got[0] != "u" {
 		t.Fatal(got)
 	}
@@ -391,14 +391,14 @@ func TestLimiterSetLimit(t *testing.T) {
 	l := newLimiter(2)
 	ctx := context.Background()
 	for i := 0; i < 2; i++ {
-		if err := l.acquire(ctx, PriorityUser, nil); err != nil {
+		if err := l.acq(ctx, PriorityUser, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
 	got := make(chan struct{}, 3)
 	for i := 0; i < 3; i++ {
 		go func() {
-			if l.acquire(ctx, PrioritySeed, nil) == nil {
+			if l.acq(ctx, PrioritySeed, nil) == nil {
 				got <- struct{}{}
 			}
 		}()
@@ -421,20 +421,20 @@ func TestLimiterSetLimit(t *testing.T) {
 	// fourth goes to the waiter.
 	l.setLimit(1)
 	for i := 0; i < 3; i++ {
-		l.release()
+		l.rel()
 		select {
 		case <-got:
 			t.Fatalf("release %d handed a slot over a lowered limit", i+1)
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	l.release()
+	l.rel()
 	select {
 	case <-got:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the waiter never got the one slot")
 	}
-	l.release()
+	l.rel()
 	checkIdle(t, l, 1)
 }
 
@@ -446,5 +446,93 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not reached")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// acq and rel are acquire and release for the tests that reserve no slots
+// for seeding, where which line a slot was taken in changes nothing.
+func (l *limiter) acq(ctx context.Context, p Priority, urgent <-chan struct{}) error {
+	_, err := l.acquire(ctx, p, urgent)
+	return err
+}
+
+func (l *limiter) rel() { l.release(PriorityUser) }
+
+// The users' line is bounded: with every slot taken and the line full, a
+// miss is refused at once instead of waiting; seeders are not counted.
+func TestLimiterQueueBound(t *testing.T) {
+	l := newLimiter(1)
+	l.configure(1, 0, 2)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, err := l.acquire(ctx, PriorityUser, nil); err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 3)
+	for i := 0; i < 2; i++ {
+		go func() { _, err := l.acquire(ctx, PriorityUser, nil); errc <- err }()
+	}
+	go func() { _, err := l.acquire(ctx, PrioritySeed, nil); errc <- err }()
+	waitFor(t, func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return len(l.waiting[PriorityUser]) == 2 && len(l.waiting[PrioritySeed]) == 1
+	})
+	start := time.Now()
+	if _, err := l.acquire(ctx, PriorityUser, nil); !errors.Is(err, ErrUpstreamBusy) {
+		t.Fatalf("a third waiting user: %v, want ErrUpstreamBusy", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("refused after %v: it waited", d)
+	}
+	cancel()
+	for i := 0; i < 3; i++ {
+		if err := <-errc; !errors.Is(err, context.Canceled) {
+			t.Fatalf("waiter %d: %v", i, err)
+		}
+	}
+}
+
+// With a reserve of seed slots, a waiting seeder below its reserve gets the
+// next slot before waiting users; above it, users come first again.
+func TestLimiterSeedReserve(t *testing.T) {
+	l := newLimiter(2)
+	l.configure(2, 1, 0)
+	ctx := context.Background()
+	// Two users hold both slots; users and a seeder queue up.
+	for i := 0; i < 2; i++ {
+		if _, err := l.acquire(ctx, PriorityUser, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	order := make(chan string, 5)
+	wait := func(who string, p Priority, n int) {
+		for i := 0; i < n; i++ {
+			go func() {
+				if got, err := l.acquire(ctx, p, nil); err == nil && got == p {
+					order <- who
+				}
+			}()
+		}
+	}
+	wait("user", PriorityUser, 3)
+	waitFor(t, func() bool { l.mu.Lock(); defer l.mu.Unlock(); return len(l.waiting[PriorityUser]) == 3 })
+	wait("seed", PrioritySeed, 2)
+	waitFor(t, func() bool { l.mu.Lock(); defer l.mu.Unlock(); return len(l.waiting[PrioritySeed]) == 2 })
+	// The first slot back goes to a seeder (0 of its 1 reserved in use),
+	// the next to a user: the second seeder would exceed the reserve.
+	l.release(PriorityUser)
+	if got := <-order; got != "seed" {
+		t.Fatalf("first slot went to a %s, want the seeder below its reserve", got)
+	}
+	l.release(PriorityUser)
+	if got := <-order; got != "user" {
+		t.Fatalf("second slot went to a %s, want a user", got)
+	}
+	// The seed slot comes back with a seeder still waiting: below its
+	// reserve again, the seeder gets it before the two waiting users.
+	l.release(PrioritySeed)
+	if got := <-order; got != "seed" {
+		t.Fatalf("the seed slot came back: it went to a %s, want the waiting seeder (below reserve again)", got)
 	}
 }

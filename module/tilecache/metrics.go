@@ -19,6 +19,7 @@ type tileMetrics struct {
 	storeOpens                          prometheus.CounterFunc
 	upstreamLatency                     *prometheus.HistogramVec
 	breakerOpens, breakerRejected       *prometheus.CounterVec
+	refused                             *prometheus.CounterVec
 }
 
 var metrics = sync.OnceValue(func() *tileMetrics {
@@ -42,12 +43,13 @@ var metrics = sync.OnceValue(func() *tileMetrics {
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 12)}, []string{"layer"}),
 		breakerOpens:    counter("breaker_opens_total", "Times the upstream circuit breaker opened after consecutive failures.", "cache"),
 		breakerRejected: counter("breaker_rejected_total", "Metatile fetches refused without asking the upstream while the circuit breaker was open.", "cache"),
+		refused:         counter("misses_refused_total", "Misses answered 503 (the upstream is busy: its line of waiting misses is full) or 429 (one client has max_misses_per_client waiting).", "cache", "reason"),
 	}
 })
 
 func (m *tileMetrics) register(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{m.hits, m.misses, m.stale, m.upstreamErrors, m.passthrough,
-		m.storeErrors, m.storeOpens, m.upstreamLatency, m.breakerOpens, m.breakerRejected} {
+		m.storeErrors, m.storeOpens, m.upstreamLatency, m.breakerOpens, m.breakerRejected, m.refused} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if !errors.As(err, &are) {

@@ -24,12 +24,15 @@ type upstream struct {
 	mu      sync.Mutex
 	url     string // the upstream the breaker's state is about
 	flights map[flightKey]*flight
+	misses  map[string]int // per client, misses waiting now
 }
 
 // upstreamSettings are what a config decides about its shared state.
 type upstreamSettings struct {
 	url             string
 	concurrency     int
+	seedSlots       int
+	queue           int
 	breakerFailures int // 0: off
 	breakerCooldown time.Duration
 }
@@ -46,13 +49,14 @@ func acquireUpstream(name string, s upstreamSettings, log *zap.Logger) (*upstrea
 			breaker: newCacheBreaker(name, log),
 			url:     s.url,
 			flights: make(map[flightKey]*flight),
+			misses:  make(map[string]int),
 		}, nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	u := v.(*upstream)
-	u.limit.setLimit(s.concurrency)
+	u.limit.configure(s.concurrency, s.seedSlots, s.queue)
 	u.mu.Lock()
 	moved := u.url != s.url
 	u.url = s.url
@@ -64,3 +68,29 @@ func acquireUpstream(name string, s upstreamSettings, log *zap.Logger) (*upstrea
 }
 
 func releaseUpstream(name string) { upstreams.Delete(name) }
+
+// enter counts a client's miss in, unless it already has max waiting
+// (max 0: no cap); every true is paired with one exit.
+func (u *upstream) enter(client string, max int) bool {
+	if max <= 0 {
+		return true
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.misses[client] >= max {
+		return false
+	}
+	u.misses[client]++
+	return true
+}
+
+func (u *upstream) exit(client string, max int) {
+	if max <= 0 {
+		return
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.misses[client]--; u.misses[client] <= 0 {
+		delete(u.misses, client)
+	}
+}
