@@ -441,7 +441,9 @@ func TestBreakerBoundUnderConcurrency(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			w := serveTestTile(t, h, gridset.Index{X: int64(4 * (i % 64)), Y: int64(4 * (i / 64)), Z: 7})
-			if w.Code != 502 {
+			// 502 from the breaker or the failing upstream, or 503 when the
+			// line of waiting misses is full.
+			if w.Code != 502 && (w.Code != 503 || w.Header().Get("Retry-After") == "") {
 				bad.Add(1)
 			}
 		}()
@@ -450,6 +452,6 @@ func TestBreakerBoundUnderConcurrency(t *testing.T) {
 	// Limiter of 2 slots: a request already let through when the
 	// threshold is reached may still finish.
 	if got := up.requests.Load(); got > n+1 || bad.Load() != 0 {
-		t.Fatalf("%d concurrent misses made %d upstream requests (want ≤ %d), %d not 502", k, got, n+1, bad.Load())
+		t.Fatalf("%d concurrent misses made %d upstream requests (want ≤ %d), %d neither 502 nor 503", k, got, n+1, bad.Load())
 	}
 }
