@@ -1,0 +1,153 @@
+package caddytest
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tilecache/caddy-tilecache/module/gridset"
+)
+
+// A flood of distinct misses from clients that hang up at once, against
+// an upstream of known speed, must not take the cache down: a normal
+// visitor's misses are still answered promptly during and right after the
+// flood, the breaker stays closed while the upstream is healthy, goroutines
+// and memory stay bounded, and a running seed keeps making progress.
+// Loopback only, at most floodRequests requests in at most floodFor.
+func TestMissFloodLeavesTheCacheUp(t *testing.T) {
+	const (
+		floodFor      = 6 * time.Second
+		floodRequests = 20000
+		floodConns    = 48
+		render        = 40 * time.Millisecond // the fake WMS's time per metatile
+	)
+	f := newFakeWMS(t)
+	f.set("", render)
+	name := fmt.Sprintf("flood%d", time.Now().UnixNano())
+	load(t, adminConfig(t, f, storageDir(t), "cache "+name+"\nworkers 2",
+		"name "+name+"\nupstream_concurrency 4\nbreaker 5 1m\n"+restLayers))
+	opens := metric(t, "caddy_tile_cache_breaker_opens_total", `cache="`+name+`"`)
+
+	// A seed of z0..6 of test:a (~700 metatiles of 4x4): the flood must not
+	// stop it.
+	seed := submit(t, "test:a", "json", `{"seedRequest":{"gridSetId":"EPSG:4326","zoomStart":0,"zoomStop":6,"type":"seed","threadCount":2}}`)
+	time.Sleep(300 * time.Millisecond)
+
+	baseGoroutines := runtime.NumGoroutine()
+	baseRSS := rssMiB(t)
+	var sent atomic.Int64
+	stop := make(chan struct{})
+	var flood sync.WaitGroup
+	g, _ := gridset.Builtin("EPSG:4326")
+	for c := 0; c < floodConns; c++ {
+		flood.Add(1)
+		go func() {
+			defer flood.Done()
+			for sent.Add(1) <= floodRequests {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				// A random metatile of z10 of EPSG:4326 (131,072 of them):
+				// distinct misses, sent and hung up on at once.
+				idx := gridset.Index{X: rand.Int64N(512) * 4, Y: rand.Int64N(256) * 4, Z: 10}
+				b := g.TileBBox(idx)
+				q := "SERVICE=WMS&VERSION=1.1.1&REQUEST=GetMap&LAYERS=test:a&STYLES=&SRS=EPSG:4326&WIDTH=256&HEIGHT=256&FORMAT=image/png&BBOX=" +
+					fmtF(b.MinX) + "," + fmtF(b.MinY) + "," + fmtF(b.MaxX) + "," + fmtF(b.MaxY)
+				conn, err := net.DialTimeout("tcp", fmt.Sprintf("localhost:%d", httpPort), time.Second)
+				if err != nil {
+					continue
+				}
+				fmt.Fprintf(conn, "GET /wms?%s HTTP/1.1\r\nHost: localhost\r\n\r\n", q)
+				conn.Close()
+			}
+		}()
+	}
+
+	// A normal visitor: one miss every 250ms on tiles nobody else asks for.
+	type visit struct {
+		status int
+		took   time.Duration
+		during bool
+	}
+	var visits []visit
+	var maxGoroutines, maxRSS int
+	var seedAtStart, seedAtEnd int64
+	seedAtStart = task(t, seed).Processed
+	floodEnd := time.Now().Add(floodFor)
+	for i := int64(0); time.Now().Before(floodEnd.Add(2 * time.Second)); i++ {
+		during := time.Now().Before(floodEnd)
+		if !during && stop != nil {
+			close(stop)
+			stop = nil
+			seedAtEnd = task(t, seed).Processed
+		}
+		start := time.Now()
+		a := get(t, siteURL(tileQuery("test:a", "EPSG:4326", gridset.Index{X: 4 * (i % 128), Y: 4*(i/128) + 32, Z: 7})))
+		visits = append(visits, visit{a.status, time.Since(start), during})
+		maxGoroutines = max(maxGoroutines, runtime.NumGoroutine())
+		maxRSS = max(maxRSS, rssMiB(t))
+		time.Sleep(250 * time.Millisecond)
+	}
+	flood.Wait()
+
+	var slow []string
+	var worst time.Duration
+	for i, v := range visits {
+		worst = max(worst, v.took)
+		if v.status != 200 || v.took > 3*time.Second {
+			slow = append(slow, fmt.Sprintf("#%d (during flood %v): %d in %v", i, v.during, v.status, v.took.Round(time.Millisecond)))
+		}
+	}
+	if len(slow) > 0 {
+		t.Errorf("visitor misses not answered promptly (%d of %d):\n%s", len(slow), len(visits), strings.Join(slow, "\n"))
+	}
+	if got := metric(t, "caddy_tile_cache_breaker_opens_total", `cache="`+name+`"`) - opens; got != 0 {
+		t.Errorf("the breaker opened %v times while the upstream was healthy", got)
+	}
+	// Our goroutines: at most upstream_queue + upstream_concurrency
+	// fetches, plus one per open connection (the flood's 48, its server
+	// side, the visitor) and the seeder's.
+	if maxGoroutines > baseGoroutines+400 {
+		t.Errorf("goroutines rose from %d to %d during the flood", baseGoroutines, maxGoroutines)
+	}
+	if maxRSS > baseRSS+300 {
+		t.Errorf("RSS rose from %d MiB to %d MiB during the flood", baseRSS, maxRSS)
+	}
+	if seedAtEnd <= seedAtStart {
+		t.Errorf("the seed made no progress during the flood: %d tiles before, %d after", seedAtStart, seedAtEnd)
+	}
+	t.Logf("flood: %d requests in %v; visitor: %d misses, slowest %v; goroutines %d → max %d; RSS %d → max %d MiB; seed %d → %d tiles; upstream GetMaps %d, max %d at once; refused %v",
+		min(sent.Load(), floodRequests), floodFor, len(visits), worst.Round(time.Millisecond), baseGoroutines, maxGoroutines, baseRSS, maxRSS,
+		seedAtStart, seedAtEnd, f.getMaps.Load(), f.maxInFlight.Load(),
+		metric(t, "caddy_tile_cache_misses_refused_total", `cache="`+name+`",reason="busy"`))
+	if m := f.maxInFlight.Load(); m > 4 {
+		t.Errorf("the upstream saw %d GetMaps at once; upstream_concurrency is 4", m)
+	}
+	rest(t, "POST", "/rest/seed", "application/x-www-form-urlencoded", "kill_all=all")
+}
+
+// rssMiB is this process's resident memory: Caddy runs in it.
+func rssMiB(t *testing.T) int {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
+			return kb / 1024
+		}
+	}
+	t.Fatal("no VmRSS")
+	return 0
+}
