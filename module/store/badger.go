@@ -205,13 +205,13 @@ func (s *Badger) Generation(layer string) uint64 {
 }
 
 // Get implements Store.
-func (s *Badger) Get(k *Key, dst []byte) (Tile, error) {
+func (s *Badger) Get(k Key, dst []byte) (Tile, error) {
 	// Badger's own calls on a closed database may block for ever.
 	if s.closed.Load() {
 		return Tile{}, ErrClosed
 	}
 	var kb [128]byte
-	key := tileKey(kb[:0], k, s.Generation(k.Layer))
+	key := tileKey(kb[:0], &k, s.Generation(k.Layer))
 	var t Tile
 	err := s.db.View(func(txn *badger.Txn) error {
 		item, err := txn.Get(key)

@@ -28,8 +28,10 @@ type Store interface {
 
 // Tiles is the tile half of a Store.
 type Tiles interface {
-	// Get returns the tile under k, its image appended to dst[:0].
-	Get(k *Key, dst []byte) (Tile, error)
+	// Get returns the tile under k, its image appended to dst[:0]. The key
+	// is passed by value: a pointer through the interface would escape, and
+	// cost the hit path an allocation.
+	Get(k Key, dst []byte) (Tile, error)
 	// Put stores the entries atomically where it can (one metatile is one
 	// batch), all stamped with the same time.
 	Put(entries []Entry, at time.Time) error

@@ -145,6 +145,9 @@ func (h *Handler) binding(c *Cache) (*binding, error) {
 // names was defined after it was provisioned: at Start, or on a request
 // that came in before the app started.
 func (h *Handler) resolve() (*binding, error) {
+	if b := h.bound.v.Load(); b != nil {
+		return b, nil // the hit path: no closure to allocate
+	}
 	return h.bound.get(func() (*binding, error) {
 		c, err := h.app.Cache(h.Name)
 		if err != nil {
@@ -202,7 +205,7 @@ func (c *Cache) serveTile(w http.ResponseWriter, r *http.Request, tr *tileReques
 	}
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
-	t, err := c.store.Get(&key, *bp)
+	t, err := c.store.Get(key, *bp)
 	var stale *store.Tile
 	switch {
 	case err == nil:

@@ -22,7 +22,7 @@ type faultStore struct {
 
 var errInjected = errors.New("injected store fault")
 
-func (s *faultStore) Get(k *store.Key, dst []byte) (store.Tile, error) {
+func (s *faultStore) Get(k store.Key, dst []byte) (store.Tile, error) {
 	if s.failGet.Load() {
 		return store.Tile{}, errInjected
 	}
