@@ -73,18 +73,18 @@ func TestAbandonedMissesNeverReachTheUpstream(t *testing.T) {
 // all succeed, and the breaker stays closed.
 func TestQueueTimeIsNoUpstreamFailure(t *testing.T) {
 	up := newBreakerUpstream(t)
-	up.delay.Store(int64(250 * time.Millisecond))
-	h := queueHandler(t, up, 400*time.Millisecond, 100)
+	up.delay.Store(int64(200 * time.Millisecond))
+	h := queueHandler(t, up, 1500*time.Millisecond, 100)
 	var wg sync.WaitGroup
-	codes := make([]int, 5)
+	codes := make([]int, 10)
 	for i := range codes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			codes[i] = serveCtx(context.Background(), h, gridset.Index{X: 4 * int64(i), Y: 4, Z: 5}).Code
+			codes[i] = serveCtx(context.Background(), h, gridset.Index{X: 4 * int64(i%16), Y: 4 + 4*int64(i/16), Z: 5}).Code
 		}()
 	}
-	wg.Wait() // 5 × 250ms in line for one slot: 1.25s, far past the 400ms timeout
+	wg.Wait() // 10 × 200ms in line for one slot: 2s, past the 1.5s timeout
 	for i, c := range codes {
 		if c != 200 {
 			t.Errorf("miss %d: %d", i, c)
