@@ -246,6 +246,19 @@ func (f *fetcher) fetchAndStore(set store.Set, m *MetaRequest, fl *flight) (*Met
 	body, contentType, err := f.fetchBody(m, fl)
 	fl.answered = err == nil
 	fl.markFetched()
+	f.shared.mu.Lock()
+	seeding := err == nil && fl.prio == PrioritySeed
+	f.shared.mu.Unlock()
+	if seeding {
+		// A seed's decoding, slicing and encoding waits for a seedWork
+		// token, unless a visitor asks for the metatile meanwhile.
+		select {
+		case seedWork <- struct{}{}:
+			defer func() { <-seedWork }()
+		case <-fl.urgent:
+			seeding = false
+		}
+	}
 	var img image.Image
 	if err == nil {
 		// Decoding is CPU work: done after the upstream slot is given back.
@@ -264,7 +277,7 @@ func (f *fetcher) fetchAndStore(set store.Set, m *MetaRequest, fl *flight) (*Met
 		return nil, err
 	}
 	entries := make([]store.Entry, len(tiles))
-	if err := f.encodeAll(tiles, entries, m, set); err != nil {
+	if err := f.encodeAll(tiles, entries, m, set, seeding); err != nil {
 		return nil, err
 	}
 	res := &MetaResult{Tiles: entries, StoredAt: time.Now()}
@@ -276,10 +289,38 @@ func (f *fetcher) fetchAndStore(set store.Set, m *MetaRequest, fl *flight) (*Met
 	return res, nil
 }
 
-// encodeAll encodes the tiles on all cores: encoding is most of the CPU a
-// miss costs, and it is what must hide behind the upstream's render time.
-func (f *fetcher) encodeAll(tiles []image.Image, out []store.Entry, m *MetaRequest, set store.Set) error {
+// seedWork bounds the CPU that seeding's local work (decoding, slicing and
+// encoding a metatile) takes: at most GOMAXPROCS − 1 metatiles at once,
+// each on one goroutine that yields between tiles. One P then stays free
+// for the hit path; otherwise a hit waits behind the encoders for a
+// preemption slice (~10 ms). A visitor's miss is not bound: someone waits
+// for it.
+var seedWork = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)-1))
+
+// encodeAll encodes the tiles: a visitor's metatile on all cores, since
+// encoding is most of the CPU a miss costs; a seed's on this goroutine,
+// yielding between tiles.
+func (f *fetcher) encodeAll(tiles []image.Image, out []store.Entry, m *MetaRequest, set store.Set, seeding bool) error {
 	cols := m.Meta.Cols()
+	encode := func(i int, buf *bytes.Buffer) error {
+		buf.Reset()
+		if err := f.enc.Encode(buf, tiles[i], m.Format.Format); err != nil {
+			return err
+		}
+		idx := m.Meta.TileAt(i%cols, i/cols)
+		out[i] = store.Entry{Key: store.Key{Set: set, Z: idx.Z, X: idx.X, Y: idx.Y}, Data: bytes.Clone(buf.Bytes())}
+		return nil
+	}
+	if seeding {
+		var buf bytes.Buffer
+		for i := range tiles {
+			if err := encode(i, &buf); err != nil {
+				return err
+			}
+			runtime.Gosched()
+		}
+		return nil
+	}
 	workers := min(runtime.GOMAXPROCS(0), len(tiles))
 	var wg sync.WaitGroup
 	errs := make([]error, workers)
@@ -294,15 +335,9 @@ func (f *fetcher) encodeAll(tiles []image.Image, out []store.Entry, m *MetaReque
 			defer wg.Done()
 			var buf bytes.Buffer
 			for i := range next {
-				buf.Reset()
-				if err := f.enc.Encode(&buf, tiles[i], m.Format.Format); err != nil {
+				if err := encode(i, &buf); err != nil {
 					errs[w] = err
 					return
-				}
-				idx := m.Meta.TileAt(i%cols, i/cols)
-				out[i] = store.Entry{
-					Key:  store.Key{Set: set, Z: idx.Z, X: idx.X, Y: idx.Y},
-					Data: bytes.Clone(buf.Bytes()),
 				}
 			}
 		}()
