@@ -60,7 +60,7 @@ func FuzzParseXMLSeed(f *testing.F) {
 		if req.Bounds != nil && len(req.Bounds) == 0 && !bytes.Contains(body, []byte("bounds")) {
 			t.Fatalf("%q: bounds from nowhere", body)
 		}
-		(&Handler{}).checkParams(req.Params)
+		checkParamLimit(t, body, req.Params)
 	})
 }
 
@@ -81,8 +81,27 @@ func FuzzParseJSONSeed(f *testing.F) {
 			checkParserError(t, body, err)
 			return
 		}
-		(&Handler{}).checkParams(req.Params)
+		checkParamLimit(t, body, req.Params)
 	})
+}
+
+// checkParamLimit: the default max_param_length refuses a parsed request
+// exactly when a parameter name or value is longer, with a parser's error.
+func checkParamLimit(t *testing.T, body []byte, p map[string]string) {
+	t.Helper()
+	h := &Handler{}
+	h.setDefaults()
+	long := false
+	for k, v := range p {
+		long = long || len(k) > h.MaxParamLength || len(v) > h.MaxParamLength
+	}
+	err := h.checkParams(p)
+	if long != (err != nil) {
+		t.Fatalf("%q: a parameter over %d bytes: %v, refused: %v", body, h.MaxParamLength, long, err)
+	}
+	if err != nil {
+		checkParserError(t, body, err)
+	}
 }
 
 // FuzzParseWhich: exactly running, 1, pending and all, in any case, are
