@@ -43,7 +43,10 @@ type pngSettings struct {
 	// long repeats cheaply), tone for filtered rows (shading: levels 7-9
 	// crawl through their small, similar residuals at 3-10× the time of 6).
 	flatLevel, toneLevel int
-	filter               filterStrategy
+	// flatAlso, when set, is a second level tried for flat data, the
+	// smaller result kept: no level is smallest on every tile.
+	flatAlso int
+	filter   filterStrategy
 	// trueColor writes RGB/RGBA even when the tile has ≤ 256 colours; for
 	// tests and benchmarks only.
 	trueColor bool
@@ -59,7 +62,7 @@ func pngSettingsOf(c PNGCompression) (pngSettings, error) {
 	case PNGDefault:
 		return pngSettings{flatLevel: 7, toneLevel: 6, filter: filterEstimate}, nil
 	case PNGBest:
-		return pngSettings{flatLevel: 8, toneLevel: 8, filter: filterTrial}, nil
+		return pngSettings{flatLevel: 8, flatAlso: 7, toneLevel: 8, filter: filterTrial}, nil
 	}
 	return pngSettings{}, fmt.Errorf("imaging: invalid PNG compression %d", uint8(c))
 }
@@ -350,11 +353,11 @@ func (s *scratch) writeFiltered(dst *bytes.Buffer, r rowSet, set pngSettings, hi
 			ft = s.bandTrial(r, set.toneLevel)
 		}
 	}
-	level := set.toneLevel
 	switch ft {
 	case filterNone:
 		filterRows(s.raw, r, ftNone, s.zero)
-		level = set.flatLevel
+		s.writeFlatIDAT(dst, s.raw, set)
+		return
 	case filterUp:
 		filterRows(s.raw, r, ftUp, s.zero)
 	case filterAdaptive:
@@ -364,7 +367,23 @@ func (s *scratch) writeFiltered(dst *bytes.Buffer, r rowSet, set pngSettings, hi
 		s.trialAll(dst, r, set)
 		return
 	}
-	writeIDAT(dst, s.raw, level)
+	writeIDAT(dst, s.raw, set.toneLevel)
+}
+
+// writeFlatIDAT writes unfiltered or paletted rows at set.flatLevel, or
+// at set.flatAlso where that comes out smaller.
+func (s *scratch) writeFlatIDAT(dst *bytes.Buffer, raw []byte, set pngSettings) {
+	start := dst.Len()
+	writeIDAT(dst, raw, set.flatLevel)
+	if set.flatAlso == 0 {
+		return
+	}
+	s.trial.Reset()
+	writeIDAT(&s.trial, raw, set.flatAlso)
+	if s.trial.Len() < dst.Len()-start {
+		dst.Truncate(start)
+		dst.Write(s.trial.Bytes())
+	}
 }
 
 // bandTrial compresses a band of rows from the middle of the tile both
@@ -398,7 +417,7 @@ func (s *scratch) bandTrial(r rowSet, level int) filterStrategy {
 func (s *scratch) trialAll(dst *bytes.Buffer, r rowSet, set pngSettings) {
 	start := dst.Len()
 	filterRows(s.raw, r, ftNone, s.zero)
-	writeIDAT(dst, s.raw, set.flatLevel)
+	s.writeFlatIDAT(dst, s.raw, set)
 	s.tmp = grow(s.tmp, 4*r.n)
 	for _, ft := range [...]filterStrategy{filterUp, filterAdaptive} {
 		if ft == filterUp {
@@ -565,7 +584,7 @@ func (s *scratch) writePaletted(dst *bytes.Buffer, w, h, n int, set pngSettings)
 	if nt > 0 {
 		writeChunk(dst, "tRNS", trns[:nt])
 	}
-	writeIDAT(dst, s.raw, set.flatLevel)
+	s.writeFlatIDAT(dst, s.raw, set)
 	writeEnd(dst)
 }
 
