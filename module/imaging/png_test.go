@@ -638,8 +638,11 @@ func TestPNGTrialPicksSmallest(t *testing.T) {
 		}
 	}
 	m := hillshade(64, 64, 9)
-	s := new(scratch)
-	r := rowSet{pix: s.rgbRows(m.Pix, m.Stride, 64, 64), stride: 192, n: 192, h: 64, bpp: 3}
+	var rgb []byte
+	for i := 0; i < len(m.Pix); i += 4 {
+		rgb = append(rgb, m.Pix[i:i+3]...)
+	}
+	r := rowSet{pix: rgb, stride: 192, n: 192, h: 64, bpp: 3}
 	raw := make([]byte, 64*193)
 	adaptiveRows(raw, r, make([]byte, 192), make([]byte, 4*192))
 	used := map[byte]bool{}

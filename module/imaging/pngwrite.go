@@ -22,14 +22,16 @@ const (
 )
 
 // writeChunk appends one chunk: length, type, data, CRC of type and data.
+// The CRC is taken over dst's copy: passing the stack arrays to crc32
+// would move them to the heap.
 func writeChunk(dst *bytes.Buffer, typ string, data []byte) {
+	start := dst.Len()
 	var hdr [8]byte
 	binary.BigEndian.PutUint32(hdr[:4], uint32(len(data)))
 	copy(hdr[4:], typ)
 	dst.Write(hdr[:])
 	dst.Write(data)
-	crc := crc32.Update(crc32.ChecksumIEEE(hdr[4:]), crc32.IEEETable, data)
-	binary.BigEndian.PutUint32(hdr[:4], crc)
+	binary.BigEndian.PutUint32(hdr[:4], crc32.ChecksumIEEE(dst.Bytes()[start+4:]))
 	dst.Write(hdr[:4])
 }
 
