@@ -653,3 +653,70 @@ func TestPNGTrialPicksSmallest(t *testing.T) {
 		t.Errorf("adaptive filtering used only %v on shaded relief", used)
 	}
 }
+
+// TestPNGSixteenBit: 16-bit and alpha-only tiles go to image/png, which
+// keeps their precision; checked at 16 bits.
+func TestPNGSixteenBit(t *testing.T) {
+	r := image.Rect(0, 0, 40, 30)
+	g16, n64, r64, a8, a16 := image.NewGray16(r), image.NewNRGBA64(r), image.NewRGBA64(r), image.NewAlpha(r), image.NewAlpha16(r)
+	for y := range 30 {
+		for x := range 40 {
+			v := uint16(x*1601 + y*977)
+			g16.SetGray16(x, y, color.Gray16{v})
+			n64.SetNRGBA64(x, y, color.NRGBA64{v, v ^ 0x5555, uint16(x * y), 0xffff - v/3})
+			a := 0xffff - v/5
+			r64.SetRGBA64(x, y, color.RGBA64{min(v, a), min(v/2, a), 0, a})
+			a8.SetAlpha(x, y, color.Alpha{uint8(v)})
+			a16.SetAlpha16(x, y, color.Alpha16{v})
+		}
+	}
+	for _, m := range []image.Image{g16, n64, r64, a8, a16} {
+		for _, ec := range encoderCases[:3] {
+			var buf bytes.Buffer
+			if err := encodePNG(&buf, m, ec.set); err != nil {
+				t.Fatal(err)
+			}
+			out, err := png.Decode(&buf)
+			if err != nil {
+				t.Fatalf("%T: %v", m, err)
+			}
+			for y := range 30 {
+				for x := range 40 {
+					want := color.NRGBA64Model.Convert(m.At(x, y)).(color.NRGBA64)
+					got := color.NRGBA64Model.Convert(out.At(x, y)).(color.NRGBA64)
+					if want != got && !(want.A == 0 && got.A == 0) {
+						t.Fatalf("%T %s: pixel (%d,%d) = %v, want %v", m, ec.name, x, y, got, want)
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestPNGPalettedEdgeCases(t *testing.T) {
+	pal := color.Palette{color.NRGBA{1, 2, 3, 255}, color.NRGBA{9, 9, 9, 0}, color.NRGBA{1, 2, 3, 255}}
+	one := image.NewPaletted(image.Rect(0, 0, 20, 20), pal)
+	for i := range one.Pix {
+		one.Pix[i] = uint8(i % 2 * 2) // entries 0 and 2: the same colour
+	}
+	if got := classify(roundTrip(t, one, mustSettings(PNGDefault))); got&wantPal1 == 0 {
+		t.Errorf("one colour under two indexes: class %b, want a 1-bit uniform tile", got)
+	}
+	transparent := image.NewPaletted(image.Rect(0, 0, 9, 9), pal)
+	for i := range transparent.Pix {
+		transparent.Pix[i] = 1
+	}
+	if got := classify(roundTrip(t, transparent, mustSettings(PNGDefault))); got != wantGray1 {
+		t.Errorf("transparent paletted tile: class %b", got)
+	}
+	for name, m := range map[string]*image.Paletted{
+		"index past the palette": {Pix: []uint8{0, 3}, Stride: 2, Rect: image.Rect(0, 0, 2, 1), Palette: pal},
+		"nil palette entry":      {Pix: []uint8{0, 1}, Stride: 2, Rect: image.Rect(0, 0, 2, 1), Palette: color.Palette{pal[0], nil}},
+		"no palette":             {Pix: []uint8{0, 0}, Stride: 2, Rect: image.Rect(0, 0, 2, 1)},
+	} {
+		buf := bytes.NewBufferString("keep")
+		if err := (&Encoder{}).Encode(buf, m, pngFormat); err == nil || buf.String() != "keep" {
+			t.Errorf("%s: err %v, dst %q", name, err, buf.String())
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"image"
 	"image/color"
+	"image/draw"
 	"image/png"
 	"os"
 	"path/filepath"
@@ -51,6 +52,11 @@ var benchSets = sync.OnceValue(func() []benchSet {
 	add("synthetic-topo", topoMap(1024, 1024, 3))
 	add("synthetic-hillshade", hillshade(1024, 1024, 3))
 	add("synthetic-relief-zoomed", relief(1024, 1024, 3, 16))
+	// Open sea on the left, nothing (transparent) on the right: every
+	// tile is one colour.
+	sea := image.NewNRGBA(image.Rect(0, 0, 1024, 1024))
+	draw.Draw(sea, image.Rect(0, 0, 512, 1024), image.NewUniform(color.NRGBA{170, 211, 223, 255}), image.Point{}, draw.Src)
+	add("synthetic-uniform", sea)
 	return sets
 })
 
