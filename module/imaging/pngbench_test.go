@@ -173,3 +173,44 @@ func BenchmarkPNGCandidates(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMetatile is a miss's local work on one real MapServer
+// metatile: decode the 1024² PNG, slice it 4×4 and encode the 16 tiles
+// (on one core; the cache spreads tiles over cores), with main's encoder
+// and each PNGCompression.
+func BenchmarkMetatile(b *testing.B) {
+	for _, n := range []string{"polygons-z4-m45-0.png", "population-z4-m45-0.png", "all-layers-z5-0-22.5.png"} {
+		body, err := os.ReadFile(filepath.Join("testdata", "mapserver", n))
+		if err != nil {
+			b.Fatal(err)
+		}
+		encoders := map[string]func(*bytes.Buffer, image.Image) error{"main": mainPNG}
+		for _, c := range []PNGCompression{PNGFast, PNGDefault, PNGBest} {
+			e := Encoder{PNG: c}
+			encoders[c.String()] = func(buf *bytes.Buffer, tile image.Image) error { return e.Encode(buf, tile, pngFormat) }
+		}
+		for _, name := range []string{"main", "fast", "default", "best"} {
+			enc := encoders[name]
+			b.Run(n+"/"+name, func(b *testing.B) {
+				b.ReportAllocs()
+				var buf bytes.Buffer
+				for b.Loop() {
+					img, err := Decode("image/png", body, 1024, 1024)
+					if err != nil {
+						b.Fatal(err)
+					}
+					tiles, err := Slice(img, 4, 4, 256, 256, Gutter{})
+					if err != nil {
+						b.Fatal(err)
+					}
+					for _, tile := range tiles {
+						buf.Reset()
+						if err := enc(&buf, tile); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+			})
+		}
+	}
+}
