@@ -306,11 +306,7 @@ func (s *scratch) encode4(dst *bytes.Buffer, pix []byte, stride, w, h int, premu
 		out := u[y*(bpp*w+1)+1 : (y+1)*(bpp*w+1)]
 		switch {
 		case st.opaque:
-			for x := range w {
-				d := out[3*x : 3*x+3 : 3*x+3]
-				p := src[4*x : 4*x+3 : 4*x+3]
-				d[0], d[1], d[2] = p[0], p[1], p[2]
-			}
+			dropAlpha(out, src)
 		case premul:
 			for x := 0; x < len(src); x += 4 {
 				p := src[x : x+4 : x+4]
@@ -328,6 +324,24 @@ func (s *scratch) encode4(dst *bytes.Buffer, pix []byte, stride, w, h int, premu
 	s.writeFiltered(dst, u, h, bpp*w, bpp, set, chooseFilter(st.tone, w*h))
 	writeEnd(dst)
 	return nil
+}
+
+// dropAlpha writes the RGB bytes of the RGBA pixels in src to out, four
+// pixels (12 bytes) per two stores: a byte loop was a tenth of the
+// encoding time of an opaque tile.
+func dropAlpha(out, src []byte) {
+	x, o := 0, 0
+	for ; x+16 <= len(src); x, o = x+16, o+12 {
+		p0 := uint64(binary.LittleEndian.Uint32(src[x:]))
+		p1 := uint64(binary.LittleEndian.Uint32(src[x+4:]))
+		p2 := uint64(binary.LittleEndian.Uint32(src[x+8:]))
+		p3 := binary.LittleEndian.Uint32(src[x+12:])
+		binary.LittleEndian.PutUint64(out[o:], p0&0xffffff|(p1&0xffffff)<<24|p2<<48)
+		binary.LittleEndian.PutUint32(out[o+8:], uint32(p2>>16)&0xff|p3<<8)
+	}
+	for ; x+4 <= len(src); x, o = x+4, o+3 {
+		out[o], out[o+1], out[o+2] = src[x], src[x+1], src[x+2]
+	}
 }
 
 // unfiltered returns s.raw sized for h rows of n bytes, each after a
