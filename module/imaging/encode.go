@@ -85,6 +85,14 @@ func encodeJPEG(dst *bytes.Buffer, m image.Image, quality int) error {
 		if !t.Opaque() {
 			src = nil
 		}
+	case *image.NRGBA:
+		// Opaque NRGBA bytes are RGBA bytes: a view instead of the
+		// flattening copy (MapServer's PNGs decode to NRGBA).
+		if t.Opaque() {
+			src = &image.RGBA{Pix: t.Pix, Stride: t.Stride, Rect: t.Rect}
+		} else {
+			src = nil
+		}
 	default:
 		src = nil
 	}
