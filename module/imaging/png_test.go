@@ -720,3 +720,42 @@ func TestPNGPalettedEdgeCases(t *testing.T) {
 		}
 	}
 }
+
+// TestPNGUniformConcurrent encodes uniform tiles of a few colours from
+// several goroutines (run with -race): the memo is shared.
+func TestPNGUniformConcurrent(t *testing.T) {
+	want := make([][]byte, 5)
+	tiles := make([]image.Image, 5)
+	for i := range tiles {
+		tiles[i] = uniformNRGBA(64+i, 64, color.NRGBA{uint8(40 * i), 100, 200, uint8(255 - 50*i)})
+		var buf bytes.Buffer
+		if err := encodePNG(&buf, tiles[i], mustSettings(PNGDefault)); err != nil {
+			t.Fatal(err)
+		}
+		want[i] = buf.Bytes()
+	}
+	done := make(chan error, 8)
+	for g := range 8 {
+		go func() {
+			var buf bytes.Buffer
+			for i := range 200 {
+				j := (i + g) % len(tiles)
+				buf.Reset()
+				if err := encodePNG(&buf, tiles[j], mustSettings(PNGFast)); err != nil {
+					done <- err
+					return
+				}
+				if !bytes.Equal(buf.Bytes(), want[j]) {
+					done <- fmt.Errorf("goroutine %d: tile %d differs", g, j)
+					return
+				}
+			}
+			done <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}
+}
