@@ -21,7 +21,14 @@ var (
 // message: enough for a ServiceException text, short enough for a log line.
 const excerptLen = 160
 
-// Decode checks an upstream answer and decodes it. It fails unless
+// Decode checks an upstream answer and decodes it. The image it returns
+// is freshly allocated by image/png or image/jpeg: neither can decode into
+// a caller's buffer, so metatile pixels cannot be pooled without a decoder
+// of our own. (Profile of a 1024² MapServer PNG: inflate half the time,
+// its Adler-32 check a quarter, zeroing the new image a tenth.) Slice then
+// cuts it without copying, and the PNG encoder reads the tiles in place.
+//
+// It fails unless
 // contentType (the HTTP Content-Type header) starts with "image/", the body
 // is not XML, the body is PNG or JPEG by its magic bytes (the header is not
 // trusted for that: servers mislabel), and the image is exactly wantW×wantH.

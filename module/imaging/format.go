@@ -1,6 +1,7 @@
 // Package imaging turns an upstream WMS answer (one metatile image) into
 // encoded tiles: Decode checks and decodes the answer, Slice cuts it into
-// tiles without copying pixels, and Encoder writes each tile as PNG or JPEG.
+// tiles without copying pixels, and Encoder writes each tile as PNG (with
+// its own writer, made for rendered maps: see png.go) or JPEG.
 package imaging
 
 import (

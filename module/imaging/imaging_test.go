@@ -11,6 +11,8 @@ import (
 	"image/png"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -617,10 +619,10 @@ func TestEncodePNGRoundTrip(t *testing.T) {
 		for _, src := range []image.Image{flatMap, fewAlpha, fewAlphaRGBA} {
 			for _, tile := range busyTiles(t, src) {
 				var a, b bytes.Buffer
-				if err := encodePNG(&a, tile, true); err != nil {
+				if err := encodePNG(&a, tile, mustSettings(PNGDefault)); err != nil {
 					t.Fatal(err)
 				}
-				if err := encodePNG(&b, tile, false); err != nil {
+				if err := encodePNG(&b, tile, trueColorSettings); err != nil {
 					t.Fatal(err)
 				}
 				if _, ct := pngIHDR(t, b.Bytes()); ct == 3 {
@@ -655,7 +657,7 @@ func TestPNGOpaqueIsRGB(t *testing.T) {
 	n := toNRGBA(m)
 	for _, src := range []image.Image{m, n, m.SubImage(image.Rect(17, 9, 81, 73)), n.SubImage(image.Rect(17, 9, 81, 73))} {
 		var b bytes.Buffer
-		if err := encodePNG(&b, src, false); err != nil {
+		if err := encodePNG(&b, src, trueColorSettings); err != nil {
 			t.Fatal(err)
 		}
 		if _, ct := pngIHDR(t, b.Bytes()); ct != 2 {
@@ -1087,80 +1089,11 @@ func productionPNG(buf *bytes.Buffer, tile image.Image) error {
 	return e.Encode(buf, tile, pngFormat)
 }
 
-func trueColorPNG(buf *bytes.Buffer, tile image.Image) error { return encodePNG(buf, tile, false) }
-
-var bestSpeed = png.Encoder{CompressionLevel: png.BestSpeed, BufferPool: &pngBufferPool{}}
-
-func bestSpeedPNG(buf *bytes.Buffer, tile image.Image) error { return bestSpeed.Encode(buf, tile) }
-
 // BenchmarkSliceEncodePNG4x4 is the production path on an antialiased map
 // metatile, as a WMS returns it in PNG24.
 func BenchmarkSliceEncodePNG4x4(b *testing.B) {
 	aa := benchMaps().smooth
 	benchSliceEncode(b, aa, productionPNG)
-}
-
-// The variants below isolate what each choice costs or buys.
-
-func BenchmarkSliceEncodePNG4x4TrueColor(b *testing.B) {
-	aa := benchMaps().smooth
-	benchSliceEncode(b, aa, trueColorPNG)
-}
-
-func BenchmarkSliceEncodePNG4x4BestSpeed(b *testing.B) {
-	aa := benchMaps().smooth
-	benchSliceEncode(b, aa, bestSpeedPNG)
-}
-
-func BenchmarkSliceEncodePNG4x4StdlibNoPool(b *testing.B) {
-	aa := benchMaps().smooth
-	benchSliceEncode(b, aa, func(buf *bytes.Buffer, tile image.Image) error { return png.Encode(buf, tile) })
-}
-
-// Coarser antialiasing: fewer colours per tile, more tiles palettized.
-func BenchmarkSliceEncodePNG4x4CoarseAA(b *testing.B) {
-	benchSliceEncode(b, benchMaps().coarse, productionPNG)
-}
-
-func BenchmarkSliceEncodePNG4x4CoarseAATrueColor(b *testing.B) {
-	benchSliceEncode(b, benchMaps().coarse, trueColorPNG)
-}
-
-// Hard-edged rendering (few colours per tile), where palettizing applies.
-func BenchmarkSliceEncodePNG4x4Flat(b *testing.B) {
-	flat := benchMaps().flat
-	benchSliceEncode(b, flat, productionPNG)
-}
-
-func BenchmarkSliceEncodePNG4x4FlatTrueColor(b *testing.B) {
-	flat := benchMaps().flat
-	benchSliceEncode(b, flat, trueColorPNG)
-}
-
-func BenchmarkSliceEncodePNG4x4FlatBestSpeed(b *testing.B) {
-	flat := benchMaps().flat
-	benchSliceEncode(b, flat, bestSpeedPNG)
-}
-
-var benchPaletted = sync.OnceValue(func() *image.Paletted {
-	aa := benchMaps().smooth
-	p := image.NewPaletted(aa.Rect, palette.Plan9)
-	draw.Draw(p, p.Rect, aa, image.Point{}, draw.Src)
-	return p
-})
-
-// A paletted (mode=8bit) upstream: the 256-entry metatile palette is
-// trimmed per tile.
-func BenchmarkSliceEncodePNG4x4Paletted(b *testing.B) {
-	benchSliceEncode(b, benchPaletted(), productionPNG)
-}
-
-var untrimmed = png.Encoder{CompressionLevel: png.DefaultCompression, BufferPool: &pngBufferPool{}}
-
-func BenchmarkSliceEncodePNG4x4PalettedUntrimmed(b *testing.B) {
-	benchSliceEncode(b, benchPaletted(), func(buf *bytes.Buffer, tile image.Image) error {
-		return untrimmed.Encode(buf, tile)
-	})
 }
 
 func BenchmarkSliceEncodeJPEG4x4(b *testing.B) {
@@ -1169,6 +1102,25 @@ func BenchmarkSliceEncodeJPEG4x4(b *testing.B) {
 		var e Encoder
 		return e.Encode(buf, tile, jpegFormat)
 	})
+}
+
+// BenchmarkDecodeMapServer decodes real 1024² metatiles of the project's
+// upstream: the other half of a miss's CPU next to encoding its tiles.
+func BenchmarkDecodeMapServer(b *testing.B) {
+	for _, n := range []string{"polygons-z4-m45-0.png", "population-z4-m45-0.png", "all-layers-z5-0-22.5.png"} {
+		body, err := os.ReadFile(filepath.Join("testdata", "mapserver", n))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(n, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := Decode("image/png", body, 1024, 1024); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
 
 func BenchmarkDecodePNG1024(b *testing.B) {
