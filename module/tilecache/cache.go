@@ -12,7 +12,6 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/tilecache/caddy-tilecache/module/gridset"
-	"github.com/tilecache/caddy-tilecache/module/imaging"
 	"github.com/tilecache/caddy-tilecache/module/store"
 )
 
@@ -76,7 +75,7 @@ func compile(name string, c Config) (*Cache, error) {
 		if _, dup := cache.layers[lc.Name]; dup {
 			return nil, fmt.Errorf("layer %q defined twice", lc.Name)
 		}
-		l, err := compileLayer(lc, grids)
+		l, err := compileLayer(lc, grids, c.JPEGQuality)
 		if err != nil {
 			return nil, err
 		}
@@ -181,7 +180,6 @@ func (c *Cache) open(log *zap.Logger, st store.Store) error {
 		concurrency: c.cfg.UpstreamConcurrency,
 		timeout:     time.Duration(c.cfg.Timeout),
 		store:       st,
-		encoder:     imaging.Encoder{JPEGQuality: c.cfg.JPEGQuality},
 		shared:      shared,
 		log:         log,
 	})

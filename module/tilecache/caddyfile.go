@@ -11,6 +11,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/tilecache/caddy-tilecache/module/gridset"
+	"github.com/tilecache/caddy-tilecache/module/imaging"
 	"github.com/tilecache/caddy-tilecache/module/params"
 )
 
@@ -62,6 +63,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //			gutter <pixels>
 //			zoom <min> [<max>]
 //			transparent true|false
+//			png_compression fast|default|best
 //			client_expiry <duration>
 //			server_expiry <duration>
 //			param <NAME> {
@@ -324,6 +326,13 @@ func parseLayer(d *caddyfile.Dispenser) (LayerConfig, error) {
 					return l, d.Errf("zoom: %q is not a whole number", args[1])
 				}
 				l.MaxZoom = &hi
+			}
+		case "png_compression":
+			var s string
+			if err = oneArg(d, &s); err == nil {
+				if l.PNGCompression, err = imaging.ParsePNGCompression(s); err != nil {
+					return l, d.Errf("png_compression: %v", err)
+				}
 			}
 		case "transparent":
 			var s string

@@ -11,6 +11,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
 	"github.com/tilecache/caddy-tilecache/module/gridset"
+	"github.com/tilecache/caddy-tilecache/module/imaging"
 	"github.com/tilecache/caddy-tilecache/module/params"
 )
 
@@ -562,5 +563,27 @@ func TestValidate(t *testing.T) {
 	c, err := compile("x", h)
 	if err != nil || c.cfg.JPEGQuality != 85 || c.cfg.UpstreamConcurrency != 4 || time.Duration(c.cfg.Timeout) != 30*time.Second {
 		t.Errorf("defaults: %+v %v", c, err)
+	}
+}
+
+// png_compression is per layer and reaches the layer's encoder.
+func TestPNGCompressionOption(t *testing.T) {
+	h, err := parseCF(t, "tile_cache http://a/wms {\n layer x {\n png_compression best\n }\n layer y\n}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := compileTest(t, h.Config)
+	if got := c.layers["x"].encoder.PNG; got != imaging.PNGBest {
+		t.Errorf("x: %v", got)
+	}
+	if got := c.layers["y"].encoder.PNG; got != imaging.PNGDefault {
+		t.Errorf("y: %v", got)
+	}
+	j, _ := json.Marshal(h.Layers)
+	if !strings.Contains(string(j), `"png_compression":"best"`) || strings.Count(string(j), "png_compression") != 1 {
+		t.Errorf("JSON %s", j)
+	}
+	if _, err := parseCF(t, "tile_cache http://a/wms {\n layer x {\n png_compression tiny\n }\n}"); err == nil {
+		t.Error("png_compression tiny accepted")
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/tilecache/caddy-tilecache/module/gridset"
+	"github.com/tilecache/caddy-tilecache/module/imaging"
 	"github.com/tilecache/caddy-tilecache/module/params"
 )
 
@@ -104,6 +105,10 @@ type LayerConfig struct {
 	ServerExpiry caddy.Duration `json:"server_expiry,omitempty"`
 	// Transparent is sent upstream as TRANSPARENT for PNG. Default true.
 	Transparent *bool `json:"transparent,omitempty"`
+	// PNGCompression trades encoding time for tile size: "fast",
+	// "default" or "best" (package imaging measures them). Lossless
+	// whichever is chosen.
+	PNGCompression imaging.PNGCompression `json:"png_compression,omitempty"`
 }
 
 // Defaults of the cache settings; layer defaults are in compileLayer.

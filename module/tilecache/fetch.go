@@ -111,7 +111,7 @@ type flight struct {
 
 // fetcher turns metatile requests into stored tiles, one upstream request
 // per metatile however many ask for it at once. Each config's cache has
-// its own fetcher (its store, client and encoder); the upstream's slots,
+// its own fetcher (its store and client); the upstream's slots,
 // breaker and fetches in flight are shared by cache name (upstream.go).
 type fetcher struct {
 	name     string
@@ -119,7 +119,6 @@ type fetcher struct {
 	client   *http.Client
 	timeout  time.Duration
 	store    store.Store
-	enc      imaging.Encoder
 	log      *zap.Logger
 	shared   *upstream
 }
@@ -131,7 +130,6 @@ type fetcherConfig struct {
 	concurrency int
 	timeout     time.Duration
 	store       store.Store
-	encoder     imaging.Encoder
 	shared      *upstream
 	log         *zap.Logger
 }
@@ -147,7 +145,6 @@ func newFetcher(c fetcherConfig) *fetcher {
 		}},
 		timeout: c.timeout,
 		store:   c.store,
-		enc:     c.encoder,
 		log:     c.log,
 		shared:  c.shared,
 	}
@@ -304,7 +301,7 @@ func (f *fetcher) encodeAll(tiles []image.Image, out []store.Entry, m *MetaReque
 	cols := m.Meta.Cols()
 	encode := func(i int, buf *bytes.Buffer) error {
 		buf.Reset()
-		if err := f.enc.Encode(buf, tiles[i], m.Format.Format); err != nil {
+		if err := m.Layer.encoder.Encode(buf, tiles[i], m.Format.Format); err != nil {
 			return err
 		}
 		idx := m.Meta.TileAt(i%cols, i/cols)

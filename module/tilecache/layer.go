@@ -26,6 +26,9 @@ type Layer struct {
 	ClientExpiry   time.Duration
 	ServerExpiry   time.Duration
 	transparent    bool
+	// encoder encodes the layer's tiles: the cache's JPEG quality, the
+	// layer's PNG compression.
+	encoder imaging.Encoder
 	// WGS84 is the layer's area in lon/lat, for capabilities documents.
 	WGS84 gridset.BBox
 	// styles are the layer's WMTS styles (styles.go).
@@ -61,7 +64,7 @@ type Grid struct {
 // compileLayer checks a layer's configuration and computes, once, all that
 // serving it needs: formats, filters, each gridset's area and coverage,
 // the lon/lat box and the WMTS styles.
-func compileLayer(c *LayerConfig, grids map[string]*gridset.Gridset) (*Layer, error) {
+func compileLayer(c *LayerConfig, grids map[string]*gridset.Gridset, jpegQuality int) (*Layer, error) {
 	fail := func(format string, a ...any) (*Layer, error) {
 		return nil, fmt.Errorf("layer %q: %s", c.Name, fmt.Sprintf(format, a...))
 	}
@@ -76,6 +79,7 @@ func compileLayer(c *LayerConfig, grids map[string]*gridset.Gridset) (*Layer, er
 		ClientExpiry: time.Duration(c.ClientExpiry),
 		ServerExpiry: time.Duration(c.ServerExpiry),
 		transparent:  c.Transparent == nil || *c.Transparent,
+		encoder:      imaging.Encoder{JPEGQuality: jpegQuality, PNG: c.PNGCompression},
 	}
 	up := c.UpstreamLayers
 	if len(up) == 0 {
