@@ -202,3 +202,66 @@ func TestMapServerSeedLevels0To4ThenAllHits(t *testing.T) {
 		}
 	}
 }
+
+// Seeded through the REST interface with 4×4 metatiles, every tile equals,
+// pixel for pixel, its area of the metatile MapServer renders for the same
+// GetMap: the encoder is lossless on real maps. The population style has
+// far more than 256 colours (RGB tiles), the default style fewer
+// (paletted tiles).
+func TestMapServerSeededTilesAreTheMetatilesPixels(t *testing.T) {
+	up := mapServer(t)
+	load(t, siteConfig{admin: ptr("workers 2"), upstream: up, tiles: `
+		upstream ` + up + `
+		storage ` + storageDir(t) + `
+		timeout 60s
+		layer test:polygons {
+			gridsets EPSG:4326
+			metatile 4 4
+			param STYLES {
+				default default
+				values default population
+			}
+		}`}.String())
+	for _, style := range []string{"population", "default"} {
+		path := submit(t, "test:polygons", "json", `{"seedRequest":{"gridSetId":"EPSG:4326","zoomStart":2,"zoomStop":2,"type":"seed",
+			"parameters":{"STYLES":"`+style+`"}}}`)
+		if ti := waitTask(t, path); ti.Status != 2 || ti.Processed != 32 || ti.FailedTiles != 0 {
+			t.Fatalf("%s seed: %+v", style, ti)
+		}
+		colours := map[[4]byte]bool{}
+		for mx := int64(0); mx < 2; mx++ { // z2 is 8×4 tiles: two metatiles of 4×4
+			q := tileQuery("test:polygons", "EPSG:4326", gridset.Index{}, "STYLES", style, "TRANSPARENT", "TRUE",
+				"WIDTH", "1024", "HEIGHT", "1024", "BBOX", fmt.Sprintf("%d,-90,%d,90", -180+180*mx, 180*mx))
+			direct := get(t, up+"?"+q.Encode())
+			if direct.status != 200 {
+				t.Fatalf("direct metatile: %d %q", direct.status, truncate(direct.body))
+			}
+			img, _, err := image.Decode(bytes.NewReader(direct.body))
+			if err != nil {
+				t.Fatalf("direct metatile does not decode: %v", err)
+			}
+			meta := toNRGBA(img)
+			for ty := int64(0); ty < 4; ty++ {
+				for tx := int64(0); tx < 4; tx++ {
+					idx := gridset.Index{X: 4*mx + tx, Y: ty, Z: 2}
+					tile := toNRGBA(mustTile(t, get(t, siteURL(tileQuery("test:polygons", "EPSG:4326", idx, "STYLES", style))), "HIT"))
+					area := meta.SubImage(image.Rect(int(tx)*256, int(3-ty)*256, int(tx+1)*256, int(4-ty)*256)).(*image.NRGBA)
+					for y := 0; y < 256; y++ {
+						got := tile.Pix[y*tile.Stride : y*tile.Stride+256*4]
+						want := area.Pix[y*area.Stride : y*area.Stride+256*4]
+						if !bytes.Equal(got, want) {
+							t.Fatalf("%s tile %v row %d differs from the metatile's", style, idx, y)
+						}
+						for i := 0; i < len(got); i += 4 {
+							colours[[4]byte(got[i:i+4])] = true
+						}
+					}
+				}
+			}
+		}
+		t.Logf("%s: 32 tiles equal to MapServer's metatiles, %d colours in all", style, len(colours))
+		if style == "population" && len(colours) <= 256 {
+			t.Errorf("population style has %d colours: not the >256-colour case", len(colours))
+		}
+	}
+}
