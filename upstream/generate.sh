@@ -6,8 +6,12 @@
 #                      ESRI Shapefiles in EPSG:4326, with shptree indexes,
 #                      made by `go run ./upstream/gendata` (CSV + WKT, fixed
 #                      seed, so byte-identical every time) and ogr2ogr
+#   DIR/data/relief.tif
+#                      a shaded relief (RGB, 7200x3600 pixels of 0.05°),
+#                      made by the same generator (raw raster + header) and
+#                      gdal_translate (tiled GeoTIFF) + gdaladdo (overviews)
 #   DIR/world.map      the MapServer mapfile (layers test:polygons,
-#                      test:roads, test:places)
+#                      test:roads, test:places, test:relief)
 #   DIR/fonts.txt      the FONTSET (DejaVu Sans)
 #   DIR/mapserver.conf the MapServer 8 config file; its ENV block sets
 #                      MS_MAPFILE, so clients can omit map=
@@ -35,7 +39,7 @@ LAYERS=(polygons roads places)
 FONT_REGULAR=/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf
 FONT_BOLD=/usr/share/fonts/truetype/dejavu/DejaVuSans-Bold.ttf
 
-for tool in ogr2ogr shptree; do
+for tool in ogr2ogr shptree gdal_translate gdaladdo; do
 	command -v "$tool" >/dev/null || {
 		echo "generate.sh: $tool missing; run upstream/install.sh first" >&2
 		exit 1
@@ -52,8 +56,9 @@ GO=$(command -v go || true)
 
 # What the data depends on: the generator's source, the seed and the
 # conversion recipe. Change any of them and the data is rebuilt.
-RECIPE="seed=$SEED ogr2ogr -f 'ESRI Shapefile' -a_srs EPSG:4326 -oo GEOM_POSSIBLE_NAMES=WKT -oo KEEP_GEOM_COLUMNS=NO; shptree"
-STAMP=$( { cat "$HERE/gendata/main.go"; echo "$RECIPE"; } | sha256sum | cut -d' ' -f1)
+RASTER_RECIPE="gdal_translate -of GTiff -a_srs EPSG:4326 -co TILED=YES -co COMPRESS=NONE; gdaladdo -r average 2 4 8 16 32"
+RECIPE="seed=$SEED ogr2ogr -f 'ESRI Shapefile' -a_srs EPSG:4326 -oo GEOM_POSSIBLE_NAMES=WKT -oo KEEP_GEOM_COLUMNS=NO; shptree; $RASTER_RECIPE"
+STAMP=$( { cat "$HERE"/gendata/*.go; echo "$RECIPE"; } | sha256sum | cut -d' ' -f1)
 
 data_ok() {
 	[[ -f $DIR/data/.stamp && $(cat "$DIR/data/.stamp") == "$STAMP" ]] || return 1
@@ -63,6 +68,7 @@ data_ok() {
 			[[ -s $DIR/data/$l.$ext ]] || return 1
 		done
 	done
+	[[ -s $DIR/data/relief.tif ]]
 }
 
 if [[ ${FORCE:-0} != 1 ]] && data_ok; then
@@ -85,6 +91,12 @@ else
 		# tile needs.
 		shptree "$TMP/$l.shp" >/dev/null
 	done
+	# The relief: raw RGB (ESRI .hdr) to a tiled GeoTIFF, uncompressed
+	# (fastest to write and to read: 78 MB), with averaged overviews for the
+	# small scales.
+	gdal_translate -q -of GTiff -a_srs EPSG:4326 -co TILED=YES -co COMPRESS=NONE \
+		"$TMP/csv/relief.bil" "$TMP/relief.tif"
+	gdaladdo -q -r average "$TMP/relief.tif" 2 4 8 16 32
 	rm -rf "$TMP/csv"
 	echo "$STAMP" >"$TMP/.stamp"
 	# Swap in the new data in one step (a running upstream keeps working).
@@ -339,6 +351,27 @@ MAP
         PARTIALS FALSE
         BUFFER 2
       END
+    END
+  END
+
+  # ------------------------------------------------------------- relief
+  # A shaded, tinted elevation raster (upstream/gendata/relief.go) covering
+  # the whole world: opaque, thousands of colours per tile. Bilinear
+  # resampling, as hillshades are usually served; GDAL's overviews serve the
+  # small scales.
+  LAYER
+    NAME "test:relief"
+    TYPE RASTER
+    STATUS ON
+    DATA "relief.tif"
+    PROCESSING "RESAMPLE=BILINEAR"
+    PROJECTION
+      "init=epsg:4326"
+    END
+    METADATA
+      "wms_title"         "Shaded relief"
+      "wms_srs"           "$LAYER_SRS"
+      "wms_extent"        "-180 -90 180 90"
     END
   END
 END

@@ -4,8 +4,9 @@
 # Smoke test of a running upstream WMS (upstream/start.sh DIR PORT) with
 # curl: capabilities 1.1.1 and 1.3.0, GetMap in EPSG:4326/3857/900913,
 # WMS 1.3.0 lat,lon axis order, the "population" style, the
-# StyleNotDefined exception, JPEG, and the render time of a 1024x1024
-# metatile. Images are kept in OUTDIR (default: a fresh temporary folder)
+# StyleNotDefined exception, JPEG, the shaded relief (test:relief: opaque
+# and far more than 256 colours; the colours are counted when Go is on the
+# PATH), and the render time of a 1024x1024 metatile. Images are kept in OUTDIR (default: a fresh temporary folder)
 # for a look. Ends with "N passed, N failed"; exits 1 on any failure.
 set -euo pipefail
 
@@ -44,13 +45,14 @@ r=$(get caps111.xml "$W&VERSION=1.1.1&REQUEST=GetCapabilities")
 if [[ $r == 200* ]] && grep -q '<WMT_MS_Capabilities' "$OUT/caps111.xml"; then ok "GetCapabilities 1.1.1: $r"; else ko "GetCapabilities 1.1.1: $r"; fi
 r=$(get caps130.xml "$W&VERSION=1.3.0&REQUEST=GetCapabilities")
 if [[ $r == 200* ]] && grep -q '<WMS_Capabilities' "$OUT/caps130.xml"; then ok "GetCapabilities 1.3.0: $r"; else ko "GetCapabilities 1.3.0: $r"; fi
-for n in '<Name>test:polygons</Name>' '<Name>test:roads</Name>' '<Name>test:places</Name>' \
+for n in '<Name>test:polygons</Name>' '<Name>test:roads</Name>' '<Name>test:places</Name>' '<Name>test:relief</Name>' \
 	'<Name>population</Name>' '<CRS>EPSG:4326</CRS>' '<CRS>EPSG:3857</CRS>' '<CRS>EPSG:900913</CRS>'; do
 	if grep -qF "$n" "$OUT/caps130.xml"; then ok "capabilities list $n"; else ko "capabilities lack $n"; fi
 done
-# "default" once per layer (test:polygons lists default and population).
+# "default" once per vector layer (test:polygons lists default and
+# population); the relief raster has no classes, so no named style.
 n=$(grep -cF '<Name>default</Name>' "$OUT/caps130.xml" || true)
-if [[ $n == 3 ]]; then ok "capabilities list style default for all 3 layers"; else ko "style default listed $n times, want 3"; fi
+if [[ $n == 3 ]]; then ok "capabilities list style default for the 3 vector layers"; else ko "style default listed $n times, want 3"; fi
 
 G111="$W&VERSION=1.1.1&REQUEST=GetMap&FORMAT=image/png&WIDTH=256&HEIGHT=256"
 check_png epsg4326 "$G111&LAYERS=$ALL&STYLES=&SRS=EPSG:4326&BBOX=-180,-90,0,90"
@@ -76,14 +78,31 @@ if [[ $r == "200 image/jpeg" && $(od -An -tx1 -N3 "$OUT/world.jpg" | tr -d ' \n'
 check_png places "$W&VERSION=1.1.1&REQUEST=GetMap&FORMAT=image/png&TRANSPARENT=TRUE&WIDTH=512&HEIGHT=512&LAYERS=test:places&STYLES=&SRS=EPSG:4326&BBOX=-45,0,0,45" 512x512
 check_png map "$W&VERSION=1.1.1&REQUEST=GetMap&FORMAT=image/png&WIDTH=512&HEIGHT=512&LAYERS=$ALL&STYLES=&SRS=EPSG:4326&BBOX=-45,0,0,45" 512x512
 
-# Render cost: 1024x1024 metatiles (4x4 tiles of 256), all layers.
-META="$W&VERSION=1.1.1&REQUEST=GetMap&FORMAT=image/png&WIDTH=1024&HEIGHT=1024&LAYERS=$ALL&STYLES="
 timing() {
 	local label=$1 url=$2 t
 	t=$(for _ in 1 2 3 4 5; do curl -s -o /dev/null -w '%{time_total}\n' "$url"; done | sort -n |
 		awk '{a[NR]=$1} END {printf "min %.0f ms, median %.0f ms, max %.0f ms", a[1]*1000, a[3]*1000, a[5]*1000}')
 	echo "time $label: $t"
 }
+
+# The relief: a 1024x1024 EPSG:4326 level-5 metatile, opaque without
+# TRANSPARENT=TRUE, with thousands of distinct colours.
+RELIEF="$W&VERSION=1.1.1&REQUEST=GetMap&FORMAT=image/png&WIDTH=1024&HEIGHT=1024&LAYERS=test:relief&STYLES=&SRS=EPSG:4326&BBOX=0,0,22.5,22.5&TRANSPARENT=FALSE"
+check_png relief "$RELIEF" 1024x1024
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+if command -v go >/dev/null && is_png "$OUT/relief.png"; then
+	st=$(cd "$HERE/.." && go run ./bench/pngstat -colors "$OUT/relief.png" 2>&1) || true
+	colors=$(sed -nE 's/.* colors=([0-9]+).*/\1/p' <<<"$st")
+	if [[ -n $colors && $colors -gt 4096 && $st == *opaque=true* ]]; then
+		ok "test:relief metatile: $colors colours, opaque"
+	else
+		ko "test:relief metatile: want > 4096 colours, opaque: $st"
+	fi
+fi
+timing "1024x1024 test:relief EPSG:4326 level 5" "$RELIEF"
+
+# Render cost: 1024x1024 metatiles (4x4 tiles of 256), all layers.
+META="$W&VERSION=1.1.1&REQUEST=GetMap&FORMAT=image/png&WIDTH=1024&HEIGHT=1024&LAYERS=$ALL&STYLES="
 check_png meta4326 "$META&SRS=EPSG:4326&BBOX=-45,0,0,45" 1024x1024
 timing "1024x1024 EPSG:4326 bbox -45,0,0,45" "$META&SRS=EPSG:4326&BBOX=-45,0,0,45"
 timing "1024x1024 EPSG:3857 z2 metatile" "$META&SRS=EPSG:3857&BBOX=-10018754.17,0,0,10018754.17"

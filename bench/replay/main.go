@@ -3,9 +3,10 @@
 // bench/seeding.sh uses it twice: to replay the seeder's metatile GetMaps
 // straight at MapServer (with -slice, which also re-encodes the metatiles'
 // tiles with Go's png encoder), and to fetch every seeded tile back through
-// the cache (with -header to check they were all hits).
+// the cache (with -header to check they were all hits). bench/peers.sh
+// also saves the answers (-save) to read the stored tiles' sizes and types.
 //
-//	replay -urls FILE [-c 2] [-slice 256x256] [-header geowebcache-cache-result=HIT]
+//	replay -urls FILE [-c 2] [-slice 256x256] [-header geowebcache-cache-result=HIT] [-save DIR]
 //
 // It prints one line of key=value pairs:
 //
@@ -42,6 +43,7 @@ func main() {
 	header := flag.String("header", "", "NAME=VALUE every answer must carry")
 	timeout := flag.Duration("timeout", 120*time.Second, "per request")
 	agent := flag.String("agent", "tilecache-bench-replay", "User-Agent sent (tells replayed requests apart in access logs)")
+	save := flag.String("save", "", "DIR: write answer i (from 1, in list order) to DIR/i.png, after the timed part")
 	flag.Parse()
 	log.SetFlags(0)
 	log.SetPrefix("replay: ")
@@ -128,7 +130,7 @@ func main() {
 				}
 				ok.Add(1)
 				bytesTotal.Add(int64(len(body)))
-				if tw > 0 {
+				if tw > 0 || *save != "" {
 					bodies[i] = body
 				}
 			}
@@ -158,6 +160,18 @@ func main() {
 		fmt.Printf(" tiles=%d go_png_bytes=%d go_png_mean=%.1f", tiles, total, float64(total)/float64(max(1, tiles)))
 	}
 	fmt.Println()
+	if *save != "" {
+		if err := os.MkdirAll(*save, 0o755); err != nil {
+			log.Fatal(err)
+		}
+		for i, b := range bodies {
+			if b != nil {
+				if err := os.WriteFile(fmt.Sprintf("%s/%d.png", *save, i+1), b, 0o644); err != nil {
+					log.Fatal(err)
+				}
+			}
+		}
+	}
 	if ok.Load() != int64(n) || mismatch.Load() > 0 {
 		for _, f := range failures {
 			log.Print(f)

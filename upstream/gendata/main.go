@@ -7,8 +7,9 @@
 //	go run ./upstream/gendata [-seed N] OUTDIR
 //
 // It writes OUTDIR/polygons.csv, OUTDIR/roads.csv and OUTDIR/places.csv,
-// each with a .csvt sidecar giving the column types. The output depends only
-// on the seed: the same seed gives byte-identical files.
+// each with a .csvt sidecar giving the column types, and the raster
+// OUTDIR/relief.bil with its header relief.hdr (see relief.go). The output
+// depends only on the seed: the same seed gives byte-identical files.
 //
 //   - polygons: a jittered grid of regions (50 x 30 = 1500) covering
 //     lon -180..180, lat -85..85 without gaps or overlaps. Neighbouring regions
@@ -17,6 +18,8 @@
 //   - roads: random walks with heading persistence, 60..250 vertices each.
 //     Attributes: id, kind (motorway, primary, secondary, track), name.
 //   - places: points with id, name and population (log-uniform).
+//   - relief: a shaded, tinted elevation raster, 7200 x 3600 RGB pixels of
+//     0.05°, with thousands of colours per tile (relief.go).
 //
 // Only the standard library is used.
 package main
@@ -71,6 +74,9 @@ func main() {
 		fatal(err)
 	}
 	if err := writePlaces(out, rand.New(rand.NewPCG(*seed, 3))); err != nil {
+		fatal(err)
+	}
+	if err := writeRelief(out, rand.New(rand.NewPCG(*seed, 4))); err != nil {
 		fatal(err)
 	}
 }
