@@ -28,6 +28,10 @@ type Badger struct {
 	mu     sync.RWMutex
 	gens   sync.Map // layer → *atomic.Uint64
 	closed atomic.Bool
+	// life admits operations (read lock) until the store closes: Badger's
+	// calls on a closed database panic or block for ever, and a task's
+	// final save may still be running when the last user lets go.
+	life sync.RWMutex
 
 	// Pending reclaims of truncated generations, oldest first; the
 	// reclaimer goroutine works through them (see truncate.go).
@@ -143,11 +147,26 @@ func (s *Badger) Destruct() error {
 	}
 	close(s.stop)
 	s.done.Wait()
+	s.life.Lock() // every admitted operation has finished; none is admitted now
+	defer s.life.Unlock()
 	s.releaseSequences()
 	err := s.db.Close()
 	s.log.Info("tile store closed", zap.Error(err))
 	return err
 }
+
+// enter admits an operation on the database unless the store is closed;
+// the caller calls leave when done.
+func (s *Badger) enter() bool {
+	s.life.RLock()
+	if s.closed.Load() {
+		s.life.RUnlock()
+		return false
+	}
+	return true
+}
+
+func (s *Badger) leave() { s.life.RUnlock() }
 
 // gcLoop reclaims value-log space: every rewrite of a tile and every
 // truncation leaves garbage there that Badger only frees on request.
@@ -206,10 +225,10 @@ func (s *Badger) Generation(layer string) uint64 {
 
 // Get implements Store.
 func (s *Badger) Get(k Key, dst []byte) (Tile, error) {
-	// Badger's own calls on a closed database may block for ever.
-	if s.closed.Load() {
+	if !s.enter() {
 		return Tile{}, ErrClosed
 	}
+	defer s.leave()
 	var kb [128]byte
 	key := tileKey(kb[:0], &k, s.Generation(k.Layer))
 	var t Tile
@@ -236,9 +255,10 @@ func (s *Badger) Put(entries []Entry, at time.Time) error {
 	if len(entries) == 0 {
 		return nil
 	}
-	if s.closed.Load() {
+	if !s.enter() {
 		return ErrClosed
 	}
+	defer s.leave()
 	var size int64
 	for i := range entries {
 		size += int64(len(entries[i].Data)) + headerLen + 128
@@ -265,9 +285,10 @@ func (s *Badger) Put(entries []Entry, at time.Time) error {
 
 // Has implements Store.
 func (s *Badger) Has(keys []Key, notBefore time.Time) ([]bool, error) {
-	if s.closed.Load() {
+	if !s.enter() {
 		return nil, ErrClosed
 	}
+	defer s.leave()
 	out := make([]bool, len(keys))
 	err := s.db.View(func(txn *badger.Txn) error {
 		var kb [128]byte

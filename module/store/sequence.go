@@ -7,9 +7,10 @@ import "github.com/dgraph-io/badger/v4"
 // leases numbers in blocks and a restart skips the rest of a block, so
 // numbers may jump but never repeat).
 func (s *Badger) NextID(name string) (uint64, error) {
-	if s.closed.Load() {
+	if !s.enter() {
 		return 0, ErrClosed
 	}
+	defer s.leave()
 	s.seqMu.Lock()
 	defer s.seqMu.Unlock()
 	seq, ok := s.seqs[name]

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"sync"
 	"testing"
 	"time"
 
@@ -831,5 +832,32 @@ func BenchmarkGet(b *testing.B) {
 			b.Fatal(err)
 		}
 		dst = t.Data
+	}
+}
+
+// A task's final save may race the store's close (the seeder saves in a
+// goroutine of its own): every call either completes or gets ErrClosed,
+// never reaches the closed Badger (where Sync panics).
+func TestCallsRacingCloseGetErrClosed(t *testing.T) {
+	for round := range 20 {
+		s := openT(t, t.TempDir())
+		var wg sync.WaitGroup
+		for w := range 4 {
+			wg.Go(func() {
+				for i := 0; ; i++ {
+					err := s.PutTask(int64(w*1000+i), []byte(`{}`))
+					if errors.Is(err, ErrClosed) {
+						return
+					}
+					if err != nil {
+						t.Errorf("round %d: PutTask: %v", round, err)
+						return
+					}
+				}
+			})
+		}
+		time.Sleep(time.Duration(round%5) * time.Millisecond)
+		release(t, s)
+		wg.Wait()
 	}
 }

@@ -18,9 +18,10 @@ func taskKey(id int64) []byte {
 // synced to disk before it returns: a checkpoint that is not on disk
 // protects nothing from a crash.
 func (s *Badger) PutTask(id int64, record []byte) error {
-	if s.closed.Load() {
+	if !s.enter() {
 		return ErrClosed
 	}
+	defer s.leave()
 	if err := s.space.reserve(int64(len(record)) + 64); err != nil {
 		return err
 	}
@@ -35,9 +36,10 @@ func (s *Badger) PutTask(id int64, record []byte) error {
 
 // DeleteTask removes the record of task id.
 func (s *Badger) DeleteTask(id int64) error {
-	if s.closed.Load() {
+	if !s.enter() {
 		return ErrClosed
 	}
+	defer s.leave()
 	return s.db.Update(func(txn *badger.Txn) error {
 		return txn.Delete(taskKey(id))
 	})
@@ -45,9 +47,10 @@ func (s *Badger) DeleteTask(id int64) error {
 
 // Tasks calls fn with every task record, by increasing id.
 func (s *Badger) Tasks(fn func(id int64, record []byte) error) error {
-	if s.closed.Load() {
+	if !s.enter() {
 		return ErrClosed
 	}
+	defer s.leave()
 	return s.db.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{PrefetchValues: false, Prefix: []byte{tagTask}})
 		defer it.Close()
@@ -71,9 +74,10 @@ func (s *Badger) Tasks(fn func(id int64, record []byte) error) error {
 // EachTile calls fn with the image of every stored tile of every
 // generation, for checks that nothing stored is broken.
 func (s *Badger) EachTile(fn func(data []byte) error) error {
-	if s.closed.Load() {
+	if !s.enter() {
 		return ErrClosed
 	}
+	defer s.leave()
 	return s.db.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{PrefetchValues: false, Prefix: []byte{tagTile}})
 		defer it.Close()

@@ -80,9 +80,10 @@ func (s *Badger) truncate(layer string) (*drop, error) {
 	if err := CheckName(layer); err != nil {
 		return nil, err
 	}
-	if s.closed.Load() {
+	if !s.enter() {
 		return nil, ErrClosed
 	}
+	defer s.leave()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old := s.Generation(layer)
