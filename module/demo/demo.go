@@ -25,10 +25,13 @@ import (
 
 // Layer describes one cached layer to the page.
 type Layer struct {
-	Name     string    `json:"name"`
-	Formats  []string  `json:"formats"`
-	Styles   []string  `json:"styles,omitempty"` // the STYLES filter's values, if any
-	Gridsets []Gridset `json:"gridsets"`
+	Name    string   `json:"name"`
+	Formats []string `json:"formats"`
+	Styles  []string `json:"styles,omitempty"` // the STYLES filter's values, if any
+	// Transparent is the layer's TRANSPARENT for PNG: a WMS request that
+	// asks for the other one is not answered from the cache.
+	Transparent bool      `json:"transparent"`
+	Gridsets    []Gridset `json:"gridsets"`
 }
 
 // Gridset is a layer's use of a gridset, with what a map client needs to

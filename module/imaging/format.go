@@ -47,3 +47,7 @@ func (f Format) Extension() string {
 	}
 	return ""
 }
+
+// Transparency reports whether the format can carry an alpha channel, so
+// that WMS's TRANSPARENT means something for it.
+func (f Format) Transparency() bool { return f.MIME == mimePNG }

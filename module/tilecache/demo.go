@@ -32,7 +32,7 @@ func (s *services) demoInfo() demo.Info {
 	}
 	info := demo.Info{WMSURL: rel(wms), WMTSURL: rel(s.wmts), TMSURL: rel(s.tms), XYZURL: rel(s.xyz)}
 	for _, l := range s.cache.order {
-		dl := demo.Layer{Name: l.Name}
+		dl := demo.Layer{Name: l.Name, Transparent: l.transparent}
 		for _, f := range l.Formats {
 			dl.Formats = append(dl.Formats, f.Name)
 		}

@@ -464,7 +464,7 @@ func (f *fetcher) getMapURL(m *MetaRequest) string {
 	set("WIDTH", strconv.Itoa(m.Meta.Width))
 	set("HEIGHT", strconv.Itoa(m.Meta.Height))
 	set("FORMAT", m.Format.MIME)
-	if m.Format.MIME == "image/png" {
+	if m.Format.Transparency() {
 		set("TRANSPARENT", strings.ToUpper(strconv.FormatBool(m.Layer.transparent)))
 	}
 	for _, kv := range m.Params.Pairs() {

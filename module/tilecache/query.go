@@ -2,6 +2,7 @@ package tilecache
 
 import (
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/tilecache/caddy-tilecache/module/params"
@@ -122,28 +123,68 @@ func (e *paramError) Error() string {
 
 // filter runs a request's STYLES value and extra parameters through the
 // layer's parameter filters, whichever protocol asked, so the same values
-// always give the same tile set. An empty STYLES is no style. A request
-// with neither (the common case) costs nothing.
-func (l *Layer) filter(styles string, extra []param) (params.Values, *paramError) {
-	if len(extra) == 0 && styles == "" {
+// always give the same tile set. An empty STYLES is no style. A standard
+// WMS parameter the layer does not filter is dropped when its value is
+// the one that leaves the image as cached (standardDefault), and refused
+// otherwise. A request with neither STYLES nor filtered parameters (the
+// common case) costs nothing.
+func (l *Layer) filter(styles string, extra []param, f *Format) (params.Values, *paramError) {
+	if styles != "" && !l.Params.Has("STYLES") {
+		return params.Values{}, &paramError{key: "STYLES"}
+	}
+	filtered := 0
+	for _, p := range extra {
+		switch {
+		case l.Params.Has(p.key):
+			filtered++
+		case !standardDefault(l, f, p):
+			return params.Values{}, &paramError{unknown: true, key: p.key}
+		}
+	}
+	if filtered == 0 && styles == "" {
 		return l.Params.Defaults(), nil
 	}
-	raw := make(map[string]string, len(extra)+1)
+	raw := make(map[string]string, filtered+1)
 	if styles != "" {
-		if !l.Params.Has("STYLES") {
-			return params.Values{}, &paramError{key: "STYLES"}
-		}
 		raw["STYLES"] = styles
 	}
 	for _, p := range extra {
-		if !l.Params.Has(p.key) {
-			return params.Values{}, &paramError{unknown: true, key: p.key}
+		if l.Params.Has(p.key) {
+			raw[p.key] = p.value
 		}
-		raw[p.key] = p.value
 	}
 	v, err := l.Params.Normalize(raw)
 	if err != nil {
 		return params.Values{}, &paramError{err: err}
 	}
 	return v, nil
+}
+
+// standardDefault reports whether p is a standard GetMap parameter whose
+// value leaves the image exactly as the layer's tiles were rendered, so a
+// tile answers it. Clients send these on every request whether they
+// matter or not (OWSLib always sends BGCOLOR=0xFFFFFF and TRANSPARENT,
+// QGIS an empty SLD_VERSION); any other value changes the picture and is
+// the upstream's to answer. EXCEPTIONS (any value) is neutral, see
+// defaultNeutral.
+func standardDefault(l *Layer, f *Format, p param) bool {
+	switch {
+	case strings.EqualFold(p.key, "BGCOLOR"):
+		// WMS's own default background, which tiles are fetched with. Not
+		// an empty value: MapServer reads that as black.
+		return strings.EqualFold(p.value, "0xFFFFFF")
+	case strings.EqualFold(p.key, "TRANSPARENT"):
+		// Tiles are fetched with the layer's setting; a JPEG has no
+		// transparency to ask for.
+		if f != nil && !f.Transparency() {
+			return true
+		}
+		return strings.EqualFold(p.value, strconv.FormatBool(l.transparent))
+	case strings.EqualFold(p.key, "SLD_VERSION"):
+		// Says how to read an SLD; without one (SLD and SLD_BODY are
+		// not standard defaults, so a request with one never gets here
+		// unless the layer filters it) it changes nothing.
+		return !l.Params.Has("SLD") && !l.Params.Has("SLD_BODY")
+	}
+	return false
 }

@@ -142,10 +142,6 @@ func (s *services) wmtsTile(t *wmtsTile, q *query) (tileRequest, *svcError) {
 	if e != nil {
 		return tr, e
 	}
-	v, pe := l.filter(styles, q.extras())
-	if pe != nil {
-		return tr, filterError(l, pe)
-	}
 	var f *Format
 	if t.ext != "" {
 		f = l.formatByExt(t.ext)
@@ -156,6 +152,10 @@ func (s *services) wmtsTile(t *wmtsTile, q *query) (tileRequest, *svcError) {
 	} else if f, _ = l.Format(t.format); f == nil {
 		return tr, errorf(http.StatusBadRequest, ogc.CodeInvalidParameterValue, "Format",
 			"layer %s is not cached in format %q", l.Name, t.format)
+	}
+	v, pe := l.filter(styles, q.extras(), f)
+	if pe != nil {
+		return tr, filterError(l, pe)
 	}
 	g, ok := l.Grid(t.matrixSet)
 	if !ok {

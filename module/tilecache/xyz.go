@@ -60,7 +60,7 @@ func (s *services) routeXYZ(r *http.Request, segs []string) (tr tileRequest, e *
 	if e := notCached(l, g, idx, y); e != nil {
 		return tr, e
 	}
-	v, e := s.tileParams(r, l)
+	v, e := s.tileParams(r, l, f)
 	if e != nil {
 		return tr, e
 	}

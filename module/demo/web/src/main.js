@@ -207,6 +207,9 @@ function wmsSource(layer, gs, projection) {
     STYLES: state.style,
     VERSION: '1.1.1',
     TILED: true,
+    // OpenLayers asks for TRANSPARENT=true unless told otherwise; the
+    // cache answers only the layer's own transparency.
+    TRANSPARENT: layer.transparent,
   };
   return new TileWMS({
     url: resolve(info.wmsUrl),
