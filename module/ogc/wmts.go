@@ -82,6 +82,7 @@ type Layer struct {
 	Title             string              `xml:"ows:Title"`
 	WGS84BoundingBox  BoundingBox         `xml:"ows:WGS84BoundingBox"`
 	Identifier        string              `xml:"ows:Identifier"`
+	BoundingBoxes     []BoundingBox       `xml:"ows:BoundingBox"` // in the CRSs of the layer's matrix sets
 	Styles            []Style             `xml:"Style"`
 	Formats           []string            `xml:"Format"`
 	TileMatrixSetLink []TileMatrixSetLink `xml:"TileMatrixSetLink"`

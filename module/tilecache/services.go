@@ -33,6 +33,7 @@ type services struct {
 	wmts, tms, xyz, demo string // normalized prefixes, "" = off
 	routes               []route
 	demoPage             http.Handler // nil unless demo is on
+	matrixSets           []*matrixSet // WMTS's view of the cache's gridsets
 }
 
 type route struct {
@@ -41,7 +42,7 @@ type route struct {
 }
 
 func compileServices(cfg *ServicesConfig, c *Cache) (*services, error) {
-	s := &services{cache: c}
+	s := &services{cache: c, matrixSets: compileMatrixSets(c)}
 	var err error
 	for _, p := range []struct {
 		name  string

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -67,6 +68,11 @@ type capsDoc struct {
 			Lower string `xml:"http://www.opengis.net/ows/1.1 LowerCorner"`
 			Upper string `xml:"http://www.opengis.net/ows/1.1 UpperCorner"`
 		} `xml:"http://www.opengis.net/ows/1.1 WGS84BoundingBox"`
+		BBoxes []struct {
+			CRS   string `xml:"crs,attr"`
+			Lower string `xml:"http://www.opengis.net/ows/1.1 LowerCorner"`
+			Upper string `xml:"http://www.opengis.net/ows/1.1 UpperCorner"`
+		} `xml:"http://www.opengis.net/ows/1.1 BoundingBox"`
 		Styles []struct {
 			IsDefault  bool   `xml:"isDefault,attr"`
 			Identifier string `xml:"http://www.opengis.net/ows/1.1 Identifier"`
@@ -122,14 +128,20 @@ func readCaps(t *testing.T, c *ogc.Capabilities) capsDoc {
 func TestWMTSCapabilitiesTileMatrixSetsAreTheGridsets(t *testing.T) {
 	h := newServicesHandler(t)
 	d := readCaps(t, h.wmtsCapabilities("http://example.org/geo/wmts"))
-	if d.Version != "1.0.0" || len(d.Sets) != 2 {
+	// EPSG:900913 is offered a second time as EPSG:3857, for clients that
+	// tell the two apart.
+	if d.Version != "1.0.0" || len(d.Sets) != 3 || d.Sets[2].Identifier.Value != "EPSG:3857" {
 		t.Fatalf("version %q, %d tile matrix sets", d.Version, len(d.Sets))
 	}
-	corners := map[string]string{"EPSG:4326": "90 -180", "EPSG:900913": "-20037508.34 20037508.34"}
-	crs := map[string]string{"EPSG:4326": "urn:ogc:def:crs:EPSG::4326", "EPSG:900913": "urn:ogc:def:crs:EPSG::900913"}
+	corners := map[string]string{"EPSG:4326": "90 -180", "EPSG:900913": "-20037508.34 20037508.34", "EPSG:3857": "-20037508.34 20037508.34"}
+	crs := map[string]string{"EPSG:4326": "urn:ogc:def:crs:EPSG::4326", "EPSG:900913": "urn:ogc:def:crs:EPSG::900913",
+		"EPSG:3857": "urn:ogc:def:crs:EPSG::3857"}
 	for _, set := range d.Sets {
 		name := set.Identifier.Value
 		g, ok := gridset.Builtin(name)
+		if name == "EPSG:3857" {
+			g, ok = gridset.Builtin("EPSG:900913")
+		}
 		if !ok || set.Identifier.XMLName.Space != ogc.NSOWS {
 			t.Fatalf("tile matrix set %v", set.Identifier)
 		}
@@ -197,9 +209,31 @@ func TestWMTSCapabilitiesLayers(t *testing.T) {
 		a.Resources[1].Template != tmpl+"jpeg" || a.Resources[1].Format != "image/jpeg" || a.Resources[0].Type != "tile" {
 		t.Errorf("test:a resources %+v", a.Resources)
 	}
-	if len(a.Links) != 2 || a.Links[0].Set != "EPSG:4326" || a.Links[1].Set != "EPSG:900913" ||
-		len(a.Links[0].Limits) != 22 || len(a.Links[1].Limits) != 31 {
+	if len(a.Links) != 3 || a.Links[0].Set != "EPSG:4326" || a.Links[1].Set != "EPSG:900913" || a.Links[2].Set != "EPSG:3857" ||
+		len(a.Links[0].Limits) != 22 || len(a.Links[1].Limits) != 31 || len(a.Links[2].Limits) != 31 {
 		t.Fatalf("test:a links %d", len(a.Links))
+	}
+	for i, lim := range a.Links[2].Limits {
+		if lim.Matrix != fmt.Sprintf("EPSG:3857:%d", i) || lim.MaxTileCol != a.Links[1].Limits[i].MaxTileCol {
+			t.Errorf("test:a 3857 limits %d: %+v", i, lim)
+		}
+	}
+	// The area in each matrix set's CRS, in its axis order: what GDAL
+	// takes the dataset's extent from.
+	wantBoxes := []string{
+		"urn:ogc:def:crs:EPSG::4326 -90 -180 90 180",
+		"urn:ogc:def:crs:EPSG::900913 -20037508.34 -20037508.34 20037508.34 20037508.34",
+		"urn:ogc:def:crs:EPSG::3857 -20037508.34 -20037508.34 20037508.34 20037508.34",
+	}
+	var boxes []string
+	for _, bb := range a.BBoxes {
+		boxes = append(boxes, bb.CRS+" "+bb.Lower+" "+bb.Upper)
+	}
+	if !slices.Equal(boxes, wantBoxes) {
+		t.Errorf("test:a BoundingBoxes\n%q\nwant\n%q", boxes, wantBoxes)
+	}
+	if len(b.BBoxes) != 1 || b.BBoxes[0].CRS != "urn:ogc:def:crs:EPSG::4326" || b.BBoxes[0].Lower != "0 0" || b.BBoxes[0].Upper != "45 90" {
+		t.Errorf("test:b BoundingBoxes %+v", b.BBoxes)
 	}
 	// test:a covers the world: every tile of every level.
 	for i, lim := range a.Links[1].Limits {
@@ -429,7 +463,9 @@ func TestWMTSREST(t *testing.T) {
 		r := wmtsReq(path)
 		return h.routeWMTS(r, pathSegments(r, "/wmts"))
 	}
-	for _, p := range []string{"/wmts/1.0.0/WMTSCapabilities.xml", "/wmts?SERVICE=WMTS&REQUEST=GetCapabilities", "/wmts/?request=GetCapabilities"} {
+	// QGIS asks the plain WMTS URL for WMS capabilities first.
+	for _, p := range []string{"/wmts/1.0.0/WMTSCapabilities.xml", "/wmts?SERVICE=WMTS&REQUEST=GetCapabilities", "/wmts/?request=GetCapabilities",
+		"/wmts?SERVICE=WMS&REQUEST=GetCapabilities", "/wmts?service=wms&version=1.3.0&request=GetCapabilities"} {
 		if _, caps, e := route(p); !caps || e != nil {
 			t.Errorf("%s: caps %v error %v", p, caps, e)
 		}
@@ -440,6 +476,8 @@ func TestWMTSREST(t *testing.T) {
 		hash string
 		mime string
 	}{
+		// EPSG:3857 is EPSG:900913 under another name: the same tiles.
+		{"/wmts/1.0.0/test:a/default/EPSG:3857/EPSG:3857:3/2/6.png", gridset.Index{X: 6, Y: 5, Z: 3}, defHash, "image/png"},
 		{"/wmts/1.0.0/test:a/default/EPSG:4326/EPSG:4326:2/1/5.png", gridset.Index{X: 5, Y: 2, Z: 2}, defHash, "image/png"},
 		{"/wmts/1.0.0/test:a/red/EPSG:4326/EPSG:4326:2/1/5.png", gridset.Index{X: 5, Y: 2, Z: 2}, redHash, "image/png"},
 		{"/wmts/1.0.0/test:a/default/EPSG:4326/EPSG:4326:2/1/5.jpg", gridset.Index{X: 5, Y: 2, Z: 2}, defHash, "image/jpeg"},
@@ -447,7 +485,8 @@ func TestWMTSREST(t *testing.T) {
 	}
 	for _, c := range ok {
 		tr, caps, e := route(c.path)
-		if e != nil || caps || tr.index != c.idx || tr.params.Hash() != c.hash || tr.format.MIME != c.mime {
+		if e != nil || caps || tr.index != c.idx || tr.params.Hash() != c.hash || tr.format.MIME != c.mime ||
+			tr.grid.SRS != map[bool]int{true: 4326, false: 900913}[strings.Contains(c.path, "EPSG:4326") || strings.Contains(c.path, "EPSG%3A4326")] {
 			t.Errorf("%s: %v %v %v %s", c.path, e, caps, tr.index, tr.params.Hash())
 		}
 	}
@@ -463,7 +502,9 @@ func TestWMTSREST(t *testing.T) {
 		{"/wmts/1.0.0/nope/default/EPSG:4326/EPSG:4326:2/1/5.png", wantErr{400, "InvalidParameterValue", "Layer"}},
 		{"/wmts/1.0.0/test:a/blue/EPSG:4326/EPSG:4326:2/1/5.png", wantErr{400, "InvalidParameterValue", "Style"}},
 		{"/wmts/1.0.0/test:a/default/EPSG:4326/EPSG:4326:2/1/5.gif", wantErr{400, "InvalidParameterValue", "Format"}},
-		{"/wmts/1.0.0/test:a/default/EPSG:3857/EPSG:4326:2/1/5.png", wantErr{400, "InvalidParameterValue", "TileMatrixSet"}},
+		{"/wmts/1.0.0/test:a/default/EPSG:2056/EPSG:4326:2/1/5.png", wantErr{400, "InvalidParameterValue", "TileMatrixSet"}},
+		{"/wmts/1.0.0/test:a/default/EPSG:3857/EPSG:900913:2/1/2.png", wantErr{400, "InvalidParameterValue", "TileMatrix"}},
+		{"/wmts/1.0.0/test:b/default/EPSG:3857/EPSG:3857:2/1/2.jpeg", wantErr{400, "InvalidParameterValue", "TileMatrixSet"}},
 		{"/wmts/1.0.0/test:a/default/EPSG:4326/3/1/5.png", wantErr{400, "InvalidParameterValue", "TileMatrix"}},
 		{"/wmts/1.0.0/test:a/default/EPSG:4326/EPSG:4326:2/x/5.png", wantErr{400, "InvalidParameterValue", "TileRow"}},
 		{"/wmts/1.0.0/test:a/default/EPSG:4326/EPSG:4326:2/4/5.png", wantErr{400, "TileOutOfRange", "TileRow"}},

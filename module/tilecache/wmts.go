@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/tilecache/caddy-tilecache/module/gridset"
@@ -94,15 +95,19 @@ func (s *services) routeWMTS(r *http.Request, segs []string) (tr tileRequest, ca
 
 func (s *services) routeWMTSKVP(q *query) (tr tileRequest, caps bool, e *svcError) {
 	f := &q.fields
-	if q.seen[wService] && !strings.EqualFold(f[wService], "WMTS") {
-		return tr, false, errorf(http.StatusBadRequest, ogc.CodeInvalidParameterValue, "Service", "SERVICE must be WMTS, not %q", f[wService])
-	}
 	req := f[wRequest]
+	service := f[wService]
+	// QGIS, given the plain WMTS URL, first asks it for WMS capabilities;
+	// GeoWebCache answers the WMTS ones (outside its CITE mode), so do we.
+	if strings.EqualFold(req, "GetCapabilities") && (strings.EqualFold(service, "WMS") || strings.EqualFold(service, "WMTS") || !q.seen[wService]) {
+		return tr, true, nil
+	}
+	if q.seen[wService] && !strings.EqualFold(service, "WMTS") {
+		return tr, false, errorf(http.StatusBadRequest, ogc.CodeInvalidParameterValue, "Service", "SERVICE must be WMTS, not %q", service)
+	}
 	switch {
 	case req == "":
 		return tr, false, errorf(http.StatusBadRequest, ogc.CodeMissingParameterValue, "Request", "REQUEST is missing (GetCapabilities or GetTile)")
-	case strings.EqualFold(req, "GetCapabilities"):
-		return tr, true, nil
 	case !strings.EqualFold(req, "GetTile"):
 		return tr, false, errorf(http.StatusNotImplemented, ogc.CodeOperationNotSupported, "Request",
 			"request %q is not supported: GetCapabilities or GetTile", req)
@@ -157,21 +162,19 @@ func (s *services) wmtsTile(t *wmtsTile, q *query) (tileRequest, *svcError) {
 	if pe != nil {
 		return tr, filterError(l, pe)
 	}
-	g, ok := l.Grid(t.matrixSet)
-	if !ok {
+	ms := s.matrixSet(t.matrixSet)
+	var g *Grid
+	if ms != nil {
+		g, _ = l.Grid(ms.grid.Name)
+	}
+	if g == nil {
 		return tr, errorf(http.StatusBadRequest, ogc.CodeInvalidParameterValue, "TileMatrixSet",
 			"layer %s has no TileMatrixSet %q", l.Name, t.matrixSet)
 	}
-	z := -1
-	for i := range g.Levels {
-		if g.Levels[i].Name == t.matrix {
-			z = i
-			break
-		}
-	}
+	z := slices.Index(ms.matrices, t.matrix)
 	if z < 0 {
 		return tr, errorf(http.StatusBadRequest, ogc.CodeInvalidParameterValue, "TileMatrix",
-			"TileMatrixSet %s has no TileMatrix %q", g.Name, t.matrix)
+			"TileMatrixSet %s has no TileMatrix %q", ms.id, t.matrix)
 	}
 	row, ok1 := parseIndex(t.row)
 	if !ok1 {
@@ -190,25 +193,25 @@ func (s *services) wmtsTile(t *wmtsTile, q *query) (tileRequest, *svcError) {
 	case zoomOut:
 		return tr, errorf(http.StatusBadRequest, ogc.CodeTileOutOfRange, "TileMatrix",
 			"layer %s is not cached at TileMatrix %s (cached: %s to %s)", l.Name, t.matrix,
-			g.Levels[g.MinZoom].Name, g.Levels[g.MaxZoom].Name)
+			ms.matrices[g.MinZoom], ms.matrices[g.MaxZoom])
 	case rowOut:
-		lim := wmtsLimits(g, z)
+		lim := ms.limits(g, z)
 		return tr, errorf(http.StatusBadRequest, ogc.CodeTileOutOfRange, "TileRow",
 			"TileRow %d is outside %d..%d for layer %s at TileMatrix %s", row, lim.MinTileRow, lim.MaxTileRow, l.Name, t.matrix)
 	case colOut:
-		lim := wmtsLimits(g, z)
+		lim := ms.limits(g, z)
 		return tr, errorf(http.StatusBadRequest, ogc.CodeTileOutOfRange, "TileCol",
 			"TileCol %d is outside %d..%d for layer %s at TileMatrix %s", col, lim.MinTileCol, lim.MaxTileCol, l.Name, t.matrix)
 	}
 	return tileRequest{layer: l, grid: g, format: f, index: idx, params: v}, nil
 }
 
-// wmtsLimits is the layer's coverage at level z in WMTS rows and columns.
-func wmtsLimits(g *Grid, z int) ogc.TileMatrixLimits {
+// limits is the layer's coverage at level z in WMTS rows and columns.
+func (ms *matrixSet) limits(g *Grid, z int) ogc.TileMatrixLimits {
 	c := g.Coverage[z]
 	lv := g.Levels[z]
 	return ogc.TileMatrixLimits{
-		TileMatrix: lv.Name,
+		TileMatrix: ms.matrices[z],
 		MinTileRow: flipY(lv, c.MaxY), MaxTileRow: flipY(lv, c.MinY),
 		MinTileCol: c.MinX, MaxTileCol: c.MaxX,
 	}
@@ -261,17 +264,31 @@ func (s *services) wmtsCapabilities(base string) *ogc.Capabilities {
 		for _, f := range l.Formats {
 			wl.Formats = append(wl.Formats, f.Name)
 		}
-		for _, g := range l.Grids {
+		for _, ms := range s.matrixSets {
+			g, ok := l.Grid(ms.grid.Name)
+			if !ok {
+				continue
+			}
 			var lim ogc.TileMatrixSetLimits
 			for z := g.MinZoom; z <= g.MaxZoom; z++ {
 				if !g.Coverage[z].Empty() {
-					lim.Limits = append(lim.Limits, wmtsLimits(g, z))
+					lim.Limits = append(lim.Limits, ms.limits(g, z))
 				}
 			}
 			if len(lim.Limits) == 0 {
 				continue // the layer has no tile in this gridset
 			}
-			wl.TileMatrixSetLink = append(wl.TileMatrixSetLink, ogc.TileMatrixSetLink{TileMatrixSet: g.Name, TileMatrixSetLimits: &lim})
+			wl.TileMatrixSetLink = append(wl.TileMatrixSetLink, ogc.TileMatrixSetLink{TileMatrixSet: ms.id, TileMatrixSetLimits: &lim})
+			// The area in the matrix set's own CRS: clients that only had
+			// the lon/lat box projected it (GDAL made a web-mercator
+			// dataset 242,528 km tall and lost levels to it).
+			if !slices.ContainsFunc(wl.BoundingBoxes, func(b ogc.BoundingBox) bool { return b.CRS == ms.crs }) {
+				wl.BoundingBoxes = append(wl.BoundingBoxes, ogc.BoundingBox{
+					CRS:         ms.crs,
+					LowerCorner: axisOrder(g.Gridset, g.Area.MinX, g.Area.MinY),
+					UpperCorner: axisOrder(g.Gridset, g.Area.MaxX, g.Area.MaxY),
+				})
+			}
 		}
 		if len(wl.TileMatrixSetLink) == 0 {
 			continue
@@ -286,28 +303,79 @@ func (s *services) wmtsCapabilities(base string) *ogc.Capabilities {
 		}
 		c.Contents.Layers = append(c.Contents.Layers, wl)
 	}
-	for _, g := range s.cache.grids {
-		ms := ogc.TileMatrixSet{
-			Identifier:   g.Name,
-			SupportedCRS: fmt.Sprintf("urn:ogc:def:crs:EPSG::%d", g.SRS),
-		}
+	for _, ms := range s.matrixSets {
+		g := ms.grid
+		set := ogc.TileMatrixSet{Identifier: ms.id, SupportedCRS: ms.crs}
 		for z, lv := range g.Levels {
 			x, y := topLeftCorner(g, z)
-			corner := ogc.Pair{x, y}
-			if g.YFirst {
-				corner = ogc.Pair{y, x}
-			}
-			ms.TileMatrices = append(ms.TileMatrices, ogc.TileMatrix{
-				Identifier:       lv.Name,
+			set.TileMatrices = append(set.TileMatrices, ogc.TileMatrix{
+				Identifier:       ms.matrices[z],
 				ScaleDenominator: ogc.Num(lv.ScaleDenominator),
-				TopLeftCorner:    corner,
+				TopLeftCorner:    axisOrder(g, x, y),
 				TileWidth:        g.TileWidth,
 				TileHeight:       g.TileHeight,
 				MatrixWidth:      lv.TilesWide,
 				MatrixHeight:     lv.TilesHigh,
 			})
 		}
-		c.Contents.TileMatrixSets = append(c.Contents.TileMatrixSets, ms)
+		c.Contents.TileMatrixSets = append(c.Contents.TileMatrixSets, set)
 	}
 	return c
+}
+
+// axisOrder writes a point in the axis order of the gridset's CRS, as
+// OWS corners are (latitude first for EPSG:4326).
+func axisOrder(g *gridset.Gridset, x, y float64) ogc.Pair {
+	if g.YFirst {
+		return ogc.Pair{y, x}
+	}
+	return ogc.Pair{x, y}
+}
+
+// matrixSet is a WMTS TileMatrixSet: a gridset under an identifier, with
+// the identifiers of its levels.
+type matrixSet struct {
+	id       string
+	grid     *gridset.Gridset
+	crs      string   // SupportedCRS, a URN
+	matrices []string // TileMatrix identifiers by level
+}
+
+// webMercatorAlias is the name under which the spherical-Mercator gridset
+// is offered a second time. GeoWebCache calls it EPSG:900913, which QGIS
+// takes for another CRS than its EPSG:3857 project and reprojects (a 1-px
+// seam at tile edges); under its own code the same tiles need no warping.
+const webMercatorAlias = "EPSG:3857"
+
+// compileMatrixSets lists the cache's gridsets as matrix sets, each under
+// its name, and the built-in EPSG:900913 also as EPSG:3857 (the same
+// tiles and cache entries) unless a gridset of that name exists.
+func compileMatrixSets(c *Cache) []*matrixSet {
+	var out []*matrixSet
+	hasAliasName := slices.ContainsFunc(c.grids, func(g *gridset.Gridset) bool { return g.Name == webMercatorAlias })
+	for _, g := range c.grids {
+		ms := &matrixSet{id: g.Name, grid: g, crs: fmt.Sprintf("urn:ogc:def:crs:EPSG::%d", g.SRS)}
+		for _, lv := range g.Levels {
+			ms.matrices = append(ms.matrices, lv.Name)
+		}
+		out = append(out, ms)
+		if g.Name == "EPSG:900913" && !hasAliasName {
+			alias := &matrixSet{id: webMercatorAlias, grid: g, crs: "urn:ogc:def:crs:EPSG::3857"}
+			for z := range g.Levels {
+				alias.matrices = append(alias.matrices, fmt.Sprintf("%s:%d", webMercatorAlias, z))
+			}
+			out = append(out, alias)
+		}
+	}
+	return out
+}
+
+// matrixSet finds a matrix set by identifier; nil if there is none.
+func (s *services) matrixSet(id string) *matrixSet {
+	for _, ms := range s.matrixSets {
+		if ms.id == id {
+			return ms
+		}
+	}
+	return nil
 }
