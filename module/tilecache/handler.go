@@ -178,6 +178,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if reason := c.scanWMS(r.URL.RawQuery, &q); reason != "" {
 		return pass(w, r, next, reason)
 	}
+	if isTiledCapabilities(&q, r.URL.RawQuery) {
+		return c.serveTiledCapabilities(w, r)
+	}
 	var tr tileRequest
 	if reason := c.matchTile(&q, &tr); reason != "" {
 		return pass(w, r, next, reason)
