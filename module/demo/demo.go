@@ -28,8 +28,8 @@ type Layer struct {
 	Name    string   `json:"name"`
 	Formats []string `json:"formats"`
 	Styles  []string `json:"styles,omitempty"` // the STYLES filter's values, if any
-	// Transparent is the layer's TRANSPARENT for PNG: a WMS request that
-	// asks for the other one is not answered from the cache.
+	// Transparent is the layer's TRANSPARENT for PNG, which the page sends
+	// so that requests the upstream answers look like the cached tiles.
 	Transparent bool      `json:"transparent"`
 	Gridsets    []Gridset `json:"gridsets"`
 }

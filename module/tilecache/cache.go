@@ -105,10 +105,10 @@ func compile(name string, c Config) (*Cache, error) {
 }
 
 // neutral parameters change nothing about the image a tile request gets,
-// whatever their value. TRANSPARENT is not one of them: a client asking
-// for the other transparency than the layer's gets the upstream's answer
-// (standardDefault).
-var defaultNeutral = []string{"TILED", "EXCEPTIONS", "TILESORIGIN"}
+// whatever their value. TRANSPARENT is one of them as in GeoWebCache: a
+// layer's tiles have its configured transparency, and clients send a
+// value by habit (GDAL, OWSLib and Leaflet FALSE, OpenLayers TRUE).
+var defaultNeutral = []string{"TILED", "TRANSPARENT", "EXCEPTIONS", "TILESORIGIN"}
 
 // filteredBy names a layer that has a parameter filter for key, or "".
 func (c *Cache) filteredBy(key string) string {

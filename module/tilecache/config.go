@@ -45,11 +45,11 @@ type Config struct {
 	// Layers are the cached layers.
 	Layers []LayerConfig `json:"layers,omitempty"`
 	// NeutralParams are extra request parameters that do not change the
-	// image (besides TILED, EXCEPTIONS, TILESORIGIN), so tile requests
-	// carrying them are still served from the cache whatever their value.
-	// BGCOLOR, TRANSPARENT and SLD_VERSION need no entry when clients send
-	// their defaults (see standardDefault in query.go); listing one here
-	// makes every value of it neutral.
+	// image (besides TILED, TRANSPARENT, EXCEPTIONS, TILESORIGIN), so tile
+	// requests carrying them are still served from the cache whatever their
+	// value. BGCOLOR and SLD_VERSION need no entry when clients send their
+	// defaults (see standardDefault in query.go); listing one here makes
+	// every value of it neutral.
 	NeutralParams []string `json:"neutral_params,omitempty"`
 	// JPEGQuality for JPEG tiles, 1–100. Default 85.
 	JPEGQuality int `json:"jpeg_quality,omitempty"`

@@ -2,7 +2,6 @@ package tilecache
 
 import (
 	"net/url"
-	"strconv"
 	"strings"
 
 	"github.com/tilecache/caddy-tilecache/module/params"
@@ -128,7 +127,7 @@ func (e *paramError) Error() string {
 // the one that leaves the image as cached (standardDefault), and refused
 // otherwise. A request with neither STYLES nor filtered parameters (the
 // common case) costs nothing.
-func (l *Layer) filter(styles string, extra []param, f *Format) (params.Values, *paramError) {
+func (l *Layer) filter(styles string, extra []param) (params.Values, *paramError) {
 	if styles != "" && !l.Params.Has("STYLES") {
 		return params.Values{}, &paramError{key: "STYLES"}
 	}
@@ -137,7 +136,7 @@ func (l *Layer) filter(styles string, extra []param, f *Format) (params.Values, 
 		switch {
 		case l.Params.Has(p.key):
 			filtered++
-		case !standardDefault(l, f, p):
+		case !standardDefault(l, p):
 			return params.Values{}, &paramError{unknown: true, key: p.key}
 		}
 	}
@@ -163,23 +162,16 @@ func (l *Layer) filter(styles string, extra []param, f *Format) (params.Values, 
 // standardDefault reports whether p is a standard GetMap parameter whose
 // value leaves the image exactly as the layer's tiles were rendered, so a
 // tile answers it. Clients send these on every request whether they
-// matter or not (OWSLib always sends BGCOLOR=0xFFFFFF and TRANSPARENT,
-// QGIS an empty SLD_VERSION); any other value changes the picture and is
-// the upstream's to answer. EXCEPTIONS (any value) is neutral, see
+// matter or not (OWSLib always sends BGCOLOR=0xFFFFFF, QGIS an empty
+// SLD_VERSION); any other value changes the picture and is the upstream's
+// to answer. EXCEPTIONS and TRANSPARENT (any value) are neutral, see
 // defaultNeutral.
-func standardDefault(l *Layer, f *Format, p param) bool {
+func standardDefault(l *Layer, p param) bool {
 	switch {
 	case strings.EqualFold(p.key, "BGCOLOR"):
 		// WMS's own default background, which tiles are fetched with. Not
 		// an empty value: MapServer reads that as black.
 		return strings.EqualFold(p.value, "0xFFFFFF")
-	case strings.EqualFold(p.key, "TRANSPARENT"):
-		// Tiles are fetched with the layer's setting; a JPEG has no
-		// transparency to ask for.
-		if f != nil && !f.Transparency() {
-			return true
-		}
-		return strings.EqualFold(p.value, strconv.FormatBool(l.transparent))
 	case strings.EqualFold(p.key, "SLD_VERSION"):
 		// Says how to read an SLD; without one (SLD and SLD_BODY are
 		// not standard defaults, so a request with one never gets here

@@ -545,7 +545,7 @@ func TestWMTSStyleNamedDefault(t *testing.T) {
 			t.Errorf("style %q: %v", style, e)
 			continue
 		}
-		v, pe := l.filter(styles, nil, nil)
+		v, pe := l.filter(styles, nil)
 		if pe != nil || v.Get("STYLES") != want {
 			t.Errorf("style %q: %q %v, want %q", style, v.Get("STYLES"), pe, want)
 		}

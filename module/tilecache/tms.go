@@ -89,7 +89,7 @@ func (s *services) routeTMS(r *http.Request, segs []string) (a tmsAnswer, e *svc
 	if e := notCached(l, g, idx, idx.Y); e != nil {
 		return a, e
 	}
-	v, e := s.tileParams(r, l, f)
+	v, e := s.tileParams(r, l)
 	if e != nil {
 		return a, e
 	}
@@ -220,12 +220,12 @@ func (s *services) tmsTileMap(base string, l *Layer, g *Grid, f *Format) *ogc.Ti
 
 // tileParams runs a TMS or XYZ tile's query (STYLES and other parameter
 // filters) through the layer's filters.
-func (s *services) tileParams(r *http.Request, l *Layer, f *Format) (params.Values, *svcError) {
+func (s *services) tileParams(r *http.Request, l *Layer) (params.Values, *svcError) {
 	var q query
 	if e := s.scanQuery(r.URL.RawQuery, stylesName, &q); e != nil {
 		return params.Values{}, e
 	}
-	v, pe := l.filter(q.fields[0], q.extras(), f)
+	v, pe := l.filter(q.fields[0], q.extras())
 	if pe != nil {
 		return params.Values{}, filterError(l, pe)
 	}

@@ -107,7 +107,7 @@ func (c *Cache) matchTile(req *query, tr *tileRequest) string {
 	}
 	tr.format = format
 	// Styles and the other extra parameters go through the layer's filters.
-	v, perr := layer.filter(f[fStyles], req.extras(), format)
+	v, perr := layer.filter(f[fStyles], req.extras())
 	switch {
 	case perr == nil:
 		tr.params = v

@@ -152,18 +152,15 @@ func TestMatchTile(t *testing.T) {
 
 		// neutral parameters
 		{"TILED=true", q111("test:a", "EPSG:4326", s4326, "TILED", "true"), ok4326, ""},
-		{"tiled, exceptions, tilesorigin", q111("test:a", "EPSG:4326", s4326,
-			"tiled", "true", "EXCEPTIONS", "application/vnd.ogc.se_inimage", "TILESORIGIN", "-180,-90"), ok4326, ""},
+		{"tiled, transparent, exceptions, tilesorigin", q111("test:a", "EPSG:4326", s4326,
+			"tiled", "true", "TRANSPARENT", "false", "EXCEPTIONS", "application/vnd.ogc.se_inimage", "TILESORIGIN", "-180,-90"), ok4326, ""},
 
 		// standard parameters at the values tiles are rendered with
 		{"what OWSLib always sends", q111("test:a", "EPSG:4326", s4326,
 			"TRANSPARENT", "TRUE", "BGCOLOR", "0xFFFFFF", "EXCEPTIONS", "application/vnd.ogc.se_xml"), ok4326, ""},
 		{"bgcolor lower case", q111("test:a", "EPSG:4326", s4326, "bgcolor", "0xffffff"), ok4326, ""},
 		{"BGCOLOR black", q111("test:a", "EPSG:4326", s4326, "BGCOLOR", "0x000000"), nil, passUnknownParam},
-		{"TRANSPARENT as the layer", q111("test:a", "EPSG:4326", s4326, "TRANSPARENT", "true"), ok4326, ""},
-		{"TRANSPARENT not as the layer", q111("test:a", "EPSG:4326", s4326, "TRANSPARENT", "FALSE"), nil, passUnknownParam},
-		{"TRANSPARENT empty", q111("test:a", "EPSG:4326", s4326, "TRANSPARENT", ""), nil, passUnknownParam},
-		{"TRANSPARENT on a JPEG means nothing", jpegB(bboxStr(bB, false)) + "&TRANSPARENT=FALSE", &want{"EPSG:4326", iB}, ""},
+		{"TRANSPARENT either way (GeoWebCache's rule)", q111("test:a", "EPSG:4326", s4326, "TRANSPARENT", "FALSE"), ok4326, ""},
 		{"SLD_VERSION without an SLD", q111("test:a", "EPSG:4326", s4326, "SLD_VERSION", "1.1.0"), ok4326, ""},
 		{"empty SLD_VERSION", q111("test:a", "EPSG:4326", s4326, "SLD_VERSION", ""), ok4326, ""},
 		{"SLD is not a default", q111("test:a", "EPSG:4326", s4326, "SLD_VERSION", "1.1.0", "SLD", "http://x/s.sld"), nil, passUnknownParam},

@@ -158,7 +158,7 @@ func (s *services) wmtsTile(t *wmtsTile, q *query) (tileRequest, *svcError) {
 		return tr, errorf(http.StatusBadRequest, ogc.CodeInvalidParameterValue, "Format",
 			"layer %s is not cached in format %q", l.Name, t.format)
 	}
-	v, pe := l.filter(styles, q.extras(), f)
+	v, pe := l.filter(styles, q.extras())
 	if pe != nil {
 		return tr, filterError(l, pe)
 	}

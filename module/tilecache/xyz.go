@@ -60,7 +60,7 @@ func (s *services) routeXYZ(r *http.Request, segs []string) (tr tileRequest, e *
 	if e := notCached(l, g, idx, y); e != nil {
 		return tr, e
 	}
-	v, e := s.tileParams(r, l, f)
+	v, e := s.tileParams(r, l)
 	if e != nil {
 		return tr, e
 	}

@@ -207,8 +207,9 @@ function wmsSource(layer, gs, projection) {
     STYLES: state.style,
     VERSION: '1.1.1',
     TILED: true,
-    // OpenLayers asks for TRANSPARENT=true unless told otherwise; the
-    // cache answers only the layer's own transparency.
+    // The layer's own transparency (OpenLayers asks for TRANSPARENT=true
+    // unless told otherwise): the cache ignores TRANSPARENT, but levels
+    // outside the cached ones go to the upstream, and should look alike.
     TRANSPARENT: layer.transparent,
   };
   return new TileWMS({
