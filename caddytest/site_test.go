@@ -47,8 +47,13 @@ func (s siteConfig) String() string {
 	b.WriteString(open)
 	fmt.Fprintf(&b, "\t\ttile_cache {\n\t\t\t%s\n\t\t}\n", indent(s.tiles, 3))
 	if s.upstream != "" {
+		// As Caddyfile.example proxies: the forwarded host and port apart,
+		// so that MapServer's capabilities name this site.
 		u, _ := url.Parse(s.upstream)
-		fmt.Fprintf(&b, "\t\treverse_proxy %s\n", u.Host)
+		fmt.Fprintf(&b, "\t\tmap {http.request.scheme}:{http.request.port} {forwarded_port} {\n"+
+			"\t\t\thttp: 80\n\t\t\thttps: 443\n\t\t\tdefault {http.request.port}\n\t\t}\n"+
+			"\t\treverse_proxy %s {\n\t\t\theader_up X-Forwarded-Host {host}\n"+
+			"\t\t\theader_up X-Forwarded-Port {forwarded_port}\n\t\t}\n", u.Host)
 	}
 	b.WriteString("\t}\n}\n")
 	return b.String()

@@ -16,7 +16,8 @@
 #   DIR/mapserver.conf the MapServer 8 config file; its ENV block sets
 #                      MS_MAPFILE, so clients can omit map=
 #
-# PORT (default 18081) only goes into wms_onlineresource in the mapfile.
+# PORT (default 18081) is checked and otherwise unused: the mapfile has no
+# wms_onlineresource, so MapServer's URLs follow each request.
 # Idempotent and cheap on repeat: the data is regenerated only when the
 # generator or the recipe below changed (stamp file DIR/data/.stamp, or
 # FORCE=1), and the small text files are rewritten only when their content
@@ -186,7 +187,8 @@ MAP
     METADATA
       "wms_title"             "tilecache synthetic world"
       "wms_abstract"          "Synthetic regions, roads and places (upstream/gendata)"
-      "wms_onlineresource"    "http://127.0.0.1:$PORT/wms?"
+      # No wms_onlineresource: MapServer builds its URLs from each request
+      # (Host, X-Forwarded-Host/-Port/-Proto), as behind the cache it must.
       "wms_srs"               "$LAYER_SRS"
       "wms_enable_request"    "*"
       "wms_getmap_formatlist" "image/png,image/jpeg"

@@ -10,7 +10,7 @@
 #   WMS endpoint: http://127.0.0.1:PORT/wms?SERVICE=WMS&REQUEST=GetMap&...
 #
 # Runs generate.sh DIR PORT first (a no-op when the data is up to date; it
-# writes DIR/world.map if missing and keeps wms_onlineresource on PORT).
+# writes DIR/world.map if missing).
 # lighttpd daemonizes; its pid goes to DIR/lighttpd.pid, the spawned mapserv
 # pids to DIR/mapserv.pids, the port to DIR/port. Waits up to START_TIMEOUT
 # seconds (default 20) for GetCapabilities to answer 200; fails loudly with
