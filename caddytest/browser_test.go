@@ -123,8 +123,10 @@ func (b *browser) event(ev any) {
 	case *network.EventResponseReceived:
 		// Tiles: the demo page fetch()es them, as it does info.json and the
 		// WMTS capabilities.
+		// Leaflet loads them as images.
 		if e.Type == network.ResourceTypeFetch && !strings.HasSuffix(e.Response.URL, "/info.json") &&
-			!strings.Contains(e.Response.URL, "GetCapabilities") {
+			!strings.Contains(e.Response.URL, "GetCapabilities") ||
+			e.Type == network.ResourceTypeImage && (strings.Contains(e.Response.URL, "/wms?") || strings.Contains(e.Response.URL, "/xyz/")) {
 			b.responses[e.Response.URL] = append(b.responses[e.Response.URL],
 				fmt.Sprintf("%d %s", e.Response.Status, header(e.Response.Headers, "geowebcache-cache-result")))
 		}
