@@ -45,9 +45,14 @@ func (p Pair) MarshalText() ([]byte, error) {
 }
 
 // Marshal renders a document with the XML declaration, indented.
-func Marshal(doc any) ([]byte, error) {
+func Marshal(doc any) ([]byte, error) { return marshal("", doc) }
+
+// marshal renders a document after the XML declaration and prolog (a
+// DOCTYPE, or nothing).
+func marshal(prolog string, doc any) ([]byte, error) {
 	var b bytes.Buffer
 	b.WriteString(xml.Header)
+	b.WriteString(prolog)
 	enc := xml.NewEncoder(&b)
 	enc.Indent("", "  ")
 	if err := enc.Encode(doc); err != nil {

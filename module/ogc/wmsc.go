@@ -1,9 +1,6 @@
 package ogc
 
-import (
-	"bytes"
-	"encoding/xml"
-)
+import "encoding/xml"
 
 // WMSCapabilities is a WMS 1.1.1 capabilities document
 // (WMT_MS_Capabilities) as WMS-C, the tiling profile of WMS, extends it:
@@ -112,15 +109,4 @@ const wmscDoctype = `<!DOCTYPE WMT_MS_Capabilities SYSTEM "http://schemas.opengi
 `
 
 // MarshalWMS renders a WMS 1.1.1 capabilities document with its DOCTYPE.
-func MarshalWMS(doc *WMSCapabilities) ([]byte, error) {
-	var b bytes.Buffer
-	b.WriteString(xml.Header)
-	b.WriteString(wmscDoctype)
-	enc := xml.NewEncoder(&b)
-	enc.Indent("", "  ")
-	if err := enc.Encode(doc); err != nil {
-		return nil, err
-	}
-	b.WriteByte('\n')
-	return b.Bytes(), nil
-}
+func MarshalWMS(doc *WMSCapabilities) ([]byte, error) { return marshal(wmscDoctype, doc) }
