@@ -355,8 +355,9 @@ func TestServicesDocumentsLeadToTheTiles(t *testing.T) {
 		t.Fatalf("operations %+v", doc.Ops)
 	}
 	if len(doc.Layers) != 1 || doc.Layers[0].Identifier != "test:a" || strings.Join(doc.Layers[0].Styles, ",") != "default,population" ||
-		len(doc.Layers[0].Resources) != 2 || len(doc.Sets) != 2 || doc.Sets[0].Matrices[0].TopLeft != "90 -180" ||
-		doc.Sets[1].Matrices[0].TopLeft != "-20037508.34 20037508.34" {
+		len(doc.Layers[0].Resources) != 2 || len(doc.Sets) != 3 || doc.Sets[0].Matrices[0].TopLeft != "90 -180" ||
+		doc.Sets[1].Matrices[0].TopLeft != "-20037508.34 20037508.34" ||
+		doc.Sets[2].Identifier != "EPSG:3857" || doc.Sets[2].Matrices[0].TopLeft != "-20037508.34 20037508.34" {
 		t.Fatalf("capabilities %+v", doc)
 	}
 	tmpl := doc.Layers[0].Resources[0].Template
