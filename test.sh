@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The README's second command: the whole test suite.
-# Installs MapServer for the end-to-end tests, GDAL and OWSLib for the GIS
-# client tests and Chromium for the browser
+# Installs MapServer for the end-to-end tests, GDAL, OWSLib and QGIS for the
+# GIS client tests and Chromium for the browser
 # tests (Debian packages; needs root), then runs every Go test: unit tests,
 # the caddytest suite in a real Caddy (in-process, and as a process it
 # kills), the end-to-end tests against the real MapServer, and the pages in
@@ -10,10 +10,11 @@ set -euo pipefail
 cd "$(dirname "$0")"
 bash upstream/install.sh
 # Debian's Chromium for the browser tests (headless, driven by chromedp),
-# and GDAL and OWSLib for Debian's Python for the GIS client tests.
+# and GDAL, OWSLib and QGIS for Debian's Python for the GIS client tests.
 need=()
 command -v chromium >/dev/null || need+=(chromium)
 /usr/bin/python3 -c 'import osgeo.gdal, owslib, numpy' 2>/dev/null || need+=(gdal-bin python3-gdal python3-owslib python3-numpy)
+/usr/bin/python3 -c 'import qgis.core' 2>/dev/null || need+=(python3-qgis)
 if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" > /dev/null
 fi

@@ -9,25 +9,50 @@ import (
 	"time"
 )
 
+// debianPython is Debian's own Python, which has python3-gdal,
+// python3-owslib and python3-qgis (test.sh installs them); a Python of
+// its own on PATH (pyenv, a venv) would not.
+const debianPython = "/usr/bin/python3"
+
 // TestGISClients runs GDAL and OWSLib (Debian's python3-gdal and
-// python3-owslib, which test.sh installs) against tile_cache in front of
-// the project's MapServer, through every protocol: WMS-C 1.1.1 from the
-// TILED=true capabilities and 1.3.0, WMTS (REST through GDAL, KVP through
-// OWSLib) in EPSG:4326, EPSG:900913 and EPSG:3857, TMS and XYZ. The
-// script (testdata/clients/clients.py) compares every level it reads with
-// the upstream's own render of the same metatiles, pixel for pixel, reads
-// it again expecting only hits, and follows the URLs the capabilities
+// python3-owslib) against tile_cache in front of the project's MapServer,
+// through every protocol: WMS-C 1.1.1 from the TILED=true capabilities and
+// 1.3.0, WMTS (REST through GDAL, KVP through OWSLib) in EPSG:4326,
+// EPSG:900913 and EPSG:3857, TMS and XYZ. The script
+// (testdata/clients/clients.py) compares every level it reads with the
+// upstream's own render of the same metatiles, pixel for pixel, reads it
+// again expecting only hits, and follows the URLs the capabilities
 // advertise; it prints a line per check.
 func TestGISClients(t *testing.T) {
-	const python = "/usr/bin/python3" // Debian's, which has the packages
-	if out, err := exec.Command(python, "-c", "import osgeo.gdal, owslib, numpy").CombinedOutput(); err != nil {
-		t.Fatalf("GDAL/OWSLib for Python missing (test.sh installs python3-gdal python3-owslib): %v\n%s", err, out)
+	runClientScript(t, "testdata/clients/clients.py", "import osgeo.gdal, owslib, numpy", 100)
+}
+
+// TestQGIS draws the layer with QGIS 3.22 (Debian's python3-qgis, headless)
+// the ways an operator adds it: WMTS from the plain /wmts URL in EPSG:3857
+// and EPSG:4326, XYZ, TMS, WMS-C from the tiled capabilities with QGIS's
+// default DPI parameters, and untiled WMS from the passed-through
+// capabilities. Each drawing must equal MapServer's render pixel for pixel
+// and a fresh QGIS drawing it again must get only hits
+// (testdata/clients/qgis_clients.py).
+func TestQGIS(t *testing.T) {
+	runClientScript(t, "testdata/clients/qgis_clients.py", "import qgis.core, numpy", 40)
+}
+
+// runClientScript serves layer test:polygons (EPSG:4326 and EPSG:900913,
+// 4x4 metatiles, every service) in front of MapServer, with the neutral
+// parameters Caddyfile.example sets for QGIS, and runs a client script as
+// `script ORIGIN UPSTREAM METRICS`. The script prints "ok   …" or
+// "FAIL …" per check and "N failures" last.
+func runClientScript(t *testing.T, script, imports string, minChecks int) {
+	if out, err := exec.Command(debianPython, "-c", imports).CombinedOutput(); err != nil {
+		t.Fatalf("%s: Debian's Python packages missing (test.sh installs them): %v\n%s", imports, err, out)
 	}
 	up := mapServer(t)
 	load(t, siteConfig{upstream: up, tiles: `
 		upstream ` + up + `
 		storage ` + storageDir(t) + `
 		timeout 60s
+		neutral_params DPI MAP_RESOLUTION FORMAT_OPTIONS
 		services {
 			wmts /wmts
 			tms /tms
@@ -38,8 +63,8 @@ func TestGISClients(t *testing.T) {
 			metatile 4 4
 		}`}.String())
 	origin := fmt.Sprintf("http://localhost:%d", httpPort)
-	cmd := exec.Command(python, "testdata/clients/clients.py", origin, up, "http://"+adminAddr+"/metrics")
-	cmd.Env = append(os.Environ(), "GDAL_HTTP_TIMEOUT=60", "CPL_DEBUG=OFF")
+	cmd := exec.Command(debianPython, script, origin, up, "http://"+adminAddr+"/metrics")
+	cmd.Env = append(os.Environ(), "GDAL_HTTP_TIMEOUT=60", "CPL_DEBUG=OFF", "QT_QPA_PLATFORM=offscreen")
 	done := make(chan struct{})
 	var out []byte
 	var err error
@@ -49,7 +74,7 @@ func TestGISClients(t *testing.T) {
 	case <-time.After(5 * time.Minute):
 		cmd.Process.Kill()
 		<-done
-		t.Fatalf("the client script did not finish in 5 minutes:\n%s", out)
+		t.Fatalf("%s did not finish in 5 minutes:\n%s", script, out)
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	oks := 0
@@ -58,8 +83,8 @@ func TestGISClients(t *testing.T) {
 			oks++
 		}
 	}
-	if err != nil || oks < 100 || !strings.HasSuffix(lines[len(lines)-1], "0 failures") {
-		t.Fatalf("GIS clients: %v, %d checks passed\n%s", err, oks, out)
+	if err != nil || oks < minChecks || !strings.HasSuffix(lines[len(lines)-1], "0 failures") {
+		t.Fatalf("%s: %v, %d checks passed\n%s", script, err, oks, out)
 	}
-	t.Logf("%d client checks passed", oks)
+	t.Logf("%s: %d checks passed", script, oks)
 }
