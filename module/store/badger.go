@@ -44,6 +44,8 @@ type Badger struct {
 
 	seqMu sync.Mutex // guards seqs (sequence.go)
 	seqs  map[string]*badger.Sequence
+
+	tileTTL time.Duration
 }
 
 // Options tune a store. Zero values take the defaults.
@@ -56,6 +58,10 @@ type Options struct {
 	// MinFreeSpace: writes are refused (ErrDiskFull) while the disk has
 	// less free space than this. Default DefaultMinFreeSpace; negative: off.
 	MinFreeSpace int64
+	// TileTTL, when set, makes every tile written expire after it: for a
+	// local tier in front of shared storage, whose tiles may be truncated
+	// by another node. Zero: tiles stay until deleted.
+	TileTTL time.Duration
 }
 
 // pool shares one open database per directory within the process, so a
@@ -122,7 +128,7 @@ func open(dir string, o Options) (*Badger, error) {
 	}
 	opens.Add(1)
 	s := &Badger{db: db, dir: dir, log: log, stop: make(chan struct{}), kick: make(chan struct{}, 1),
-		space: spaceGuard{dir: dir, minFree: o.MinFreeSpace}}
+		space: spaceGuard{dir: dir, minFree: o.MinFreeSpace}, tileTTL: o.TileTTL}
 	if err := s.loadGenerations(); err != nil {
 		db.Close()
 		return nil, err
@@ -276,11 +282,38 @@ func (s *Badger) Put(entries []Entry, at time.Time) error {
 		if e.Key.Layer != entries[0].Key.Layer {
 			return errors.New("store: one batch holds one layer")
 		}
-		if err := txn.Set(tileKey(nil, &e.Key, gen), encodeValue(e.Data, at)); err != nil {
+		entry := badger.NewEntry(tileKey(nil, &e.Key, gen), encodeValue(e.Data, at))
+		if s.tileTTL > 0 {
+			entry = entry.WithTTL(s.tileTTL)
+		}
+		if err := txn.SetEntry(entry); err != nil {
 			return err
 		}
 	}
 	return txn.Commit()
+}
+
+// Size is the database's size on disk (LSM tree and value log), as Badger
+// last measured it (about once a minute).
+func (s *Badger) Size() int64 {
+	if !s.enter() {
+		return 0
+	}
+	defer s.leave()
+	lsm, vlog := s.db.Size()
+	return lsm + vlog
+}
+
+// DropTiles deletes every tile of every layer, keeping tasks and
+// sequences: how a local tier that outgrew its bound starts over.
+func (s *Badger) DropTiles() error {
+	if !s.enter() {
+		return ErrClosed
+	}
+	defer s.leave()
+	s.mu.Lock() // no Put between reading a generation and committing
+	defer s.mu.Unlock()
+	return s.db.DropPrefix([]byte{tagTile})
 }
 
 // Has implements Store.

@@ -13,6 +13,11 @@ import (
 // ErrNotFound is returned by Get for a tile that is not stored.
 var ErrNotFound = errors.New("store: tile not found")
 
+// ErrUnavailable is wrapped by the errors of a store that refuses calls
+// for a while because its storage is down (a remote store's breaker). A
+// seed waits for it to come back rather than counting failures.
+var ErrUnavailable = errors.New("store: storage unavailable")
+
 // Store is everything the tile handler, the seeder and the REST interface
 // ask of tile storage. Nothing outside this package names a concrete store,
 // so another kind of storage plugs in here.

@@ -1,0 +1,234 @@
+package s3store
+
+import (
+	"context"
+	"errors"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"go.uber.org/zap"
+
+	"github.com/tilecache/caddy-tilecache/module/store"
+)
+
+// genCache remembers each layer's generation so that a hit costs one GET,
+// not two; refreshLoop re-reads them, so a truncation by another node is
+// seen within refreshEvery.
+type genCache struct {
+	mu   sync.RWMutex
+	gens map[string]uint64
+}
+
+func (g *genCache) init() { g.gens = make(map[string]uint64) }
+
+func (g *genCache) get(layer string) (uint64, bool) {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	v, ok := g.gens[layer]
+	return v, ok
+}
+
+func (g *genCache) set(layer string, gen uint64) {
+	g.mu.Lock()
+	g.gens[layer] = gen
+	g.mu.Unlock()
+}
+
+func (g *genCache) layers() []string {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	out := make([]string, 0, len(g.gens))
+	for l := range g.gens {
+		out = append(out, l)
+	}
+	return out
+}
+
+// refreshEvery bounds how long a generation switched elsewhere goes unseen.
+const refreshEvery = 2 * time.Second
+
+// generation is the layer's current generation, from memory when known.
+func (s *Store) generation(layer string) (uint64, error) {
+	if g, ok := s.gens.get(layer); ok {
+		return g, nil
+	}
+	g, err := s.readGeneration(layer)
+	if err != nil {
+		return 0, err
+	}
+	s.gens.set(layer, g)
+	return g, nil
+}
+
+// readGeneration asks S3. A layer never truncated has no generation
+// object and is in generation 1.
+func (s *Store) readGeneration(layer string) (uint64, error) {
+	gen := uint64(1)
+	err := s.call("generation", func(ctx context.Context) error {
+		body, _, _, err := s.core.GetObject(ctx, s.cfg.Bucket, s.generationKey(layer), minio.GetObjectOptions{})
+		if err != nil {
+			return err
+		}
+		defer body.Close()
+		b, err := io.ReadAll(io.LimitReader(body, 32))
+		if err != nil {
+			return err
+		}
+		gen, err = strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return 1, nil
+	}
+	return gen, err
+}
+
+// TruncateLayer implements store.Tiles: one read and one write, whatever
+// the layer holds. Readers move to the new generation at once; the old
+// one's objects are deleted in the background (reclaimLoop).
+func (s *Store) TruncateLayer(layer string) error {
+	gen, err := s.readGeneration(layer)
+	if err != nil {
+		return err
+	}
+	next := strconv.FormatUint(gen+1, 10)
+	err = s.call("truncate", func(ctx context.Context) error {
+		_, err := s.client.PutObject(ctx, s.cfg.Bucket, s.generationKey(layer), strings.NewReader(next),
+			int64(len(next)), minio.PutObjectOptions{ContentType: "text/plain", DisableMultipart: true})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	s.gens.set(layer, gen+1)
+	s.log.Info("layer truncated", zap.String("layer", layer), zap.Uint64("generation", gen+1))
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+func (s *Store) refreshLoop() {
+	defer s.done.Done()
+	t := time.NewTicker(refreshEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		if s.br.allow() != nil {
+			continue
+		}
+		for _, l := range s.gens.layers() {
+			if g, err := s.readGeneration(l); err == nil {
+				if old, _ := s.gens.get(l); old != g {
+					s.log.Info("layer generation changed", zap.String("layer", l), zap.Uint64("generation", g))
+				}
+				s.gens.set(l, g)
+			}
+		}
+	}
+}
+
+// reclaimEvery is how often old generations are looked for even without
+// a truncation here: another node's, or one a restart interrupted.
+const reclaimEvery = 10 * time.Minute
+
+// reclaimLoop deletes the objects of generations older than the current
+// one, a while after a truncation, one batch request at a time, so that
+// reclaiming never competes much with the hit path.
+func (s *Store) reclaimLoop() {
+	defer s.done.Done()
+	t := time.NewTicker(reclaimEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		case <-s.kick:
+			select {
+			case <-s.stop:
+				return
+			case <-time.After(s.reclaimDelay):
+			}
+		}
+		if s.br.allow() != nil {
+			continue
+		}
+		if n, err := s.Reclaim(); err != nil {
+			s.failLog.Warn("reclaiming truncated tiles failed; will retry", zap.Error(err))
+		} else if n > 0 {
+			s.log.Info("truncated tiles reclaimed", zap.Int64("objects", n))
+		}
+	}
+}
+
+// Reclaim deletes every object of every layer's old generations now and
+// reports how many it deleted.
+func (s *Store) Reclaim() (int64, error) {
+	layers, err := s.children(s.prefix)
+	if err != nil {
+		return 0, err
+	}
+	stopped := func() bool {
+		select {
+		case <-s.stop:
+			return true
+		default:
+			return false
+		}
+	}
+	var total int64
+	for _, l := range layers {
+		cur, err := s.readGeneration(l)
+		if err != nil {
+			return total, err
+		}
+		kids, err := s.children(s.layerPrefix(l))
+		if err != nil {
+			return total, err
+		}
+		slices.Sort(kids)
+		for _, k := range kids {
+			g, err := strconv.ParseUint(k, 10, 64)
+			if err != nil || g >= cur {
+				continue
+			}
+			keys, err := s.listAll(s.genPrefix(l, g))
+			if err != nil {
+				return total, err
+			}
+			n, err := s.deleteKeys(keys, stopped)
+			total += n
+			if err != nil {
+				return total, err
+			}
+		}
+	}
+	return total, nil
+}
+
+func (s *Store) listAll(prefix string) ([]string, error) {
+	var keys []string
+	err := s.call("list", func(context.Context) error {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		for obj := range s.client.ListObjects(ctx, s.cfg.Bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
+			if obj.Err != nil {
+				return obj.Err
+			}
+			keys = append(keys, obj.Key)
+		}
+		return nil
+	})
+	return keys, err
+}

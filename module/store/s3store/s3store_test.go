@@ -1,0 +1,338 @@
+package s3store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"go.uber.org/zap"
+
+	"github.com/tilecache/caddy-tilecache/module/gridset"
+	"github.com/tilecache/caddy-tilecache/module/store"
+	"github.com/tilecache/caddy-tilecache/module/store/s3store/s3test"
+)
+
+// minioFor starts a MinIO of the test's own (about a second): tests stop
+// and start it.
+func minioFor(t *testing.T) *s3test.Server {
+	t.Helper()
+	return s3test.Start(t)
+}
+
+func openStore(t *testing.T, m *s3test.Server, bucket string) *Store {
+	t.Helper()
+	s, err := Open(Config{Bucket: bucket, Prefix: "cache", Endpoint: m.Addr, Region: "us-east-1", PathStyle: true,
+		Insecure: true, AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey}, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+var png = store.Set{Layer: "test:polygons", Gridset: "EPSG:4326", Format: "image/png", Params: "e3b0c44298fc1c14"}
+
+func entries(set store.Set, z int, xs, ys []int64) []store.Entry {
+	var out []store.Entry
+	for _, x := range xs {
+		for _, y := range ys {
+			out = append(out, store.Entry{Key: store.Key{Set: set, Z: z, X: x, Y: y}, Data: fmt.Appendf(nil, "tile %d/%d/%d", z, x, y)})
+		}
+	}
+	return out
+}
+
+func TestObjectsUnderDocumentedKeys(t *testing.T) {
+	m := minioFor(t)
+	b := m.Bucket("keys")
+	s := openStore(t, m, b)
+	jpeg := png
+	jpeg.Format = "image/jpeg"
+	at := time.Date(2026, 11, 25, 1, 2, 3, 456789, time.UTC)
+	if err := s.Put(entries(png, 2, []int64{5}, []int64{2, 3}), at); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put(entries(jpeg, 0, []int64{1}, []int64{0}), at); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"cache/test:polygons/1/EPSG:4326/jpeg/e3b0c44298fc1c14/0/1/0.jpeg",
+		"cache/test:polygons/1/EPSG:4326/png/e3b0c44298fc1c14/2/5/2.png",
+		"cache/test:polygons/1/EPSG:4326/png/e3b0c44298fc1c14/2/5/3.png",
+	}
+	if got := m.Keys(b, ""); !slices.Equal(got, want) {
+		t.Fatalf("objects:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	info, err := m.Client.StatObject(context.Background(), b, want[0], minio.StatObjectOptions{})
+	if err != nil || info.ContentType != "image/jpeg" {
+		t.Fatalf("JPEG tile: Content-Type %q, %v", info.ContentType, err)
+	}
+	info, _ = m.Client.StatObject(context.Background(), b, want[1], minio.StatObjectOptions{})
+	if info.ContentType != "image/png" {
+		t.Fatalf("PNG tile: Content-Type %q", info.ContentType)
+	}
+
+	k := store.Key{Set: png, Z: 2, X: 5, Y: 3}
+	tile, err := s.Get(k, make([]byte, 0, 4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(tile.Data) != "tile 2/5/3" || !tile.StoredAt.Equal(at) || tile.ETag != store.ETagOf(tile.Data) {
+		t.Fatalf("Get = %q stored %v etag %x; want the stored tile, stamp %v, etag %x",
+			tile.Data, tile.StoredAt, tile.ETag, at, store.ETagOf(tile.Data))
+	}
+	if _, err := s.Get(store.Key{Set: png, Z: 2, X: 5, Y: 4}, nil); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("Get of a missing tile: %v, want ErrNotFound", err)
+	}
+
+	has, err := s.Has([]store.Key{k, {Set: png, Z: 2, X: 4, Y: 3}, {Set: jpeg, Z: 0, X: 1, Y: 0}}, at)
+	if err != nil || !slices.Equal(has, []bool{true, false, true}) {
+		t.Fatalf("Has = %v, %v; want [true false true]", has, err)
+	}
+	has, _ = s.Has([]store.Key{k}, at.Add(time.Nanosecond))
+	if has[0] {
+		t.Fatal("Has counts a tile stored before notBefore")
+	}
+
+	sets, err := s.SetsOf(png.Layer, png.Gridset)
+	if err != nil || len(sets) != 2 || !slices.Contains(sets, png) || !slices.Contains(sets, jpeg) {
+		t.Fatalf("SetsOf = %v, %v; want the PNG and JPEG sets", sets, err)
+	}
+	if sets, _ := s.SetsOf(png.Layer, "EPSG:900913"); len(sets) != 0 {
+		t.Fatalf("SetsOf another gridset = %v", sets)
+	}
+}
+
+func TestFormatSegmentsRoundTrip(t *testing.T) {
+	for _, f := range []string{"image/png", "image/jpeg", "image/png; mode=8bit", "image/png8"} {
+		seg := formatSegment(f)
+		if strings.Contains(seg, "/") {
+			t.Errorf("%q: segment %q has a slash", f, seg)
+		}
+		if back, err := formatName(seg); err != nil || back != f {
+			t.Errorf("%q → %q → %q, %v", f, seg, back, err)
+		}
+	}
+}
+
+func TestDeleteRangeDeletesExactlyTheRange(t *testing.T) {
+	m := minioFor(t)
+	b := m.Bucket("ranges")
+	s := openStore(t, m, b)
+	all := []int64{0, 1, 2, 3, 10, 11}
+	if err := s.Put(entries(png, 4, all, all), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put(entries(png, 3, all, all), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.DeleteRange(png, 4, gridset.Range{MinX: 1, MaxX: 10, MinY: 2, MaxY: 3}, nil)
+	if err != nil || n != 4*2 {
+		t.Fatalf("DeleteRange = %d, %v; want 8 (x 1,2,3,10 × y 2,3)", n, err)
+	}
+	for _, x := range all {
+		for _, y := range all {
+			for _, z := range []int{3, 4} {
+				_, err := s.Get(store.Key{Set: png, Z: z, X: x, Y: y}, nil)
+				gone := z == 4 && x >= 1 && x <= 10 && y >= 2 && y <= 3
+				if gone != errors.Is(err, store.ErrNotFound) || (!gone && err != nil) {
+					t.Errorf("tile %d/%d/%d: %v (in range: %v)", z, x, y, err, gone)
+				}
+			}
+		}
+	}
+	if got := len(m.Keys(b, "")); got != 2*36-8 {
+		t.Fatalf("%d objects left, want %d", got, 2*36-8)
+	}
+}
+
+// TestTruncateLayerCostsTwoRequests: truncating a layer is one read and one
+// write of its generation object whatever it holds (counted in requests,
+// not timed); the old objects go in the background.
+func TestTruncateLayerCostsTwoRequests(t *testing.T) {
+	m := minioFor(t)
+	b := m.Bucket("truncate")
+	s := openStore(t, m, b)
+	other := png
+	other.Layer = "test:roads"
+	if err := s.Put(entries(other, 1, []int64{0}, []int64{0}), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	stored := 0
+	for _, n := range []int{1_000, 10_000} {
+		// Grow the layer to n tiles, 100 per Put (many Puts at once).
+		var wg sync.WaitGroup
+		errs := make(chan error, n/100)
+		for x := int64(stored / 100); x < int64(n/100); x++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ys := make([]int64, 100)
+				for i := range ys {
+					ys[i] = int64(i)
+				}
+				errs <- s.Put(entries(png, 12, []int64{x}, ys), time.Now())
+			}()
+			if x%8 == 7 {
+				wg.Wait()
+			}
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		stored = n
+		gen, _ := s.generation(png.Layer)
+		if got := len(m.Keys(b, s.genPrefix(png.Layer, gen))); got != n {
+			t.Fatalf("%d objects stored, want %d", got, n)
+		}
+		before := s.calls.Load()
+		if err := s.TruncateLayer(png.Layer); err != nil {
+			t.Fatal(err)
+		}
+		if c := s.calls.Load() - before; c != 2 {
+			t.Fatalf("truncating a layer of %d tiles took %d requests, want 2", n, c)
+		}
+		if _, err := s.Get(store.Key{Set: png, Z: 12, X: 0, Y: 0}, nil); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("a truncated tile is still served: %v", err)
+		}
+		if _, err := s.Get(store.Key{Set: other, Z: 1}, nil); err != nil {
+			t.Fatalf("truncating one layer lost another's tile: %v", err)
+		}
+		// Reclaim deletes exactly the old generation's objects.
+		reclaimed, err := s.Reclaim()
+		if err != nil || reclaimed != int64(n) {
+			t.Fatalf("Reclaim = %d, %v; want %d", reclaimed, err, n)
+		}
+		if left := m.Keys(b, "cache/test:polygons/"); !slices.Equal(left, []string{"cache/test:polygons/generation"}) {
+			t.Fatalf("after reclaiming: %d objects left under the layer, e.g. %v", len(left), left[:min(3, len(left))])
+		}
+		stored = 0
+	}
+	obj, err := m.Client.GetObject(context.Background(), b, "cache/test:polygons/generation", minio.GetObjectOptions{})
+	var buf bytes.Buffer
+	if err == nil {
+		_, err = buf.ReadFrom(obj)
+	}
+	if err != nil || buf.String() != "3" {
+		t.Fatalf("generation object %q, %v; want 3 after two truncations", buf.String(), err)
+	}
+}
+
+// TestGenerationSeenFromAnotherStore: a second store on the same bucket
+// (another node) stops serving a layer truncated by the first within the
+// refresh interval.
+func TestGenerationSeenFromAnotherStore(t *testing.T) {
+	m := minioFor(t)
+	b := m.Bucket("nodes")
+	a, other := openStore(t, m, b), openStore(t, m, b)
+	k := store.Key{Set: png, Z: 1, X: 1, Y: 0}
+	if err := a.Put([]store.Entry{{Key: k, Data: []byte("x")}}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Get(k, nil); err != nil {
+		t.Fatalf("the other node does not see the tile: %v", err)
+	}
+	if err := a.TruncateLayer(k.Layer); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(refreshEvery + 2*time.Second)
+	for {
+		_, err := other.Get(k, nil)
+		if errors.Is(err, store.ErrNotFound) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the other node still serves the truncated tile after %s: %v", refreshEvery+2*time.Second, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestOutage: with S3 down, calls fail (never ErrNotFound, which would
+// read as "render it"), the breaker then refuses them at once, and the
+// store recovers by itself when S3 is back.
+func TestOutage(t *testing.T) {
+	m := minioFor(t)
+	b := m.Bucket("outage")
+	s := openStore(t, m, b)
+	k := store.Key{Set: png, Z: 1, X: 1, Y: 0}
+	if err := s.Put([]store.Entry{{Key: k, Data: []byte("x")}}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	m.Stop()
+	for i := 0; i < 5; i++ {
+		if _, err := s.Get(k, nil); err == nil || errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("Get with S3 down: %v, want an error that is not ErrNotFound", err)
+		}
+	}
+	before := s.calls.Load()
+	_, err := s.Get(k, nil)
+	if !errors.Is(err, store.ErrUnavailable) || s.calls.Load() != before || s.Ready() {
+		t.Fatalf("after 5 failures: %v (requests made: %d); want ErrUnavailable without a request", err, s.calls.Load()-before)
+	}
+	if err := s.Put([]store.Entry{{Key: k, Data: []byte("y")}}, time.Now()); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("Put while unavailable: %v", err)
+	}
+	m.Start()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		tile, err := s.Get(k, nil)
+		if err == nil {
+			if string(tile.Data) != "x" {
+				t.Fatalf("after the outage: %q, want the tile stored before it", tile.Data)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the store did not recover in 20 s: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func TestOpenRefusesWrongSettings(t *testing.T) {
+	m := minioFor(t)
+	m.Bucket("exists")
+	cfg := Config{Bucket: "exists", Endpoint: m.Addr, PathStyle: true, Insecure: true, Region: "us-east-1",
+		AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey, Timeout: 0}
+	bad := cfg
+	bad.Bucket = "missing"
+	if _, err := Open(bad, zap.NewNop()); err == nil || !strings.Contains(err.Error(), `bucket "missing" does not exist`) {
+		t.Errorf("missing bucket: %v", err)
+	}
+	bad = cfg
+	bad.SecretKey = "wrong"
+	if _, err := Open(bad, zap.NewNop()); err == nil || strings.Contains(err.Error(), "wrong") {
+		t.Errorf("wrong secret key: %v (must fail, and never print the key)", err)
+	}
+	bad = cfg
+	bad.Bucket = ""
+	if _, err := Open(bad, zap.NewNop()); err == nil {
+		t.Error("no bucket: no error")
+	}
+	// Nothing listens there: the store starts, unavailable, and says so.
+	down := cfg
+	down.Endpoint = "127.0.0.1:1"
+	s, err := Open(down, zap.NewNop())
+	if err != nil {
+		t.Fatalf("unreachable endpoint: %v, want a degraded start", err)
+	}
+	defer s.Close()
+	if s.Ready() {
+		t.Error("a store whose endpoint does not answer says it is ready")
+	}
+	if _, err := s.Get(store.Key{Set: png, Z: 0}, nil); !errors.Is(err, store.ErrUnavailable) {
+		t.Errorf("Get from a store that started degraded: %v", err)
+	}
+}

@@ -1,0 +1,187 @@
+// Package tiered makes one store.Store of shared tile storage (S3), an
+// optional local tier of hot tiles in front of it, and the node's own
+// task records: what a cache uses when its tiles live in object storage.
+package tiered
+
+import (
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/tilecache/caddy-tilecache/module/gridset"
+	"github.com/tilecache/caddy-tilecache/module/store"
+)
+
+// Remote is the shared tier.
+type Remote interface {
+	store.Tiles
+	Name() string
+	Close() error
+}
+
+// Store answers from the local tier when it has the tile, else from the
+// remote one, keeping what it read there locally. Writes go to both.
+type Store struct {
+	remote Remote
+	// local is the node's Badger: its tasks always, its hot tiles when
+	// hot is set.
+	local   *store.Badger
+	hot     bool
+	maxSize int64
+	log     *zap.Logger
+
+	stop chan struct{}
+	done sync.WaitGroup
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Options of the local tier.
+type Options struct {
+	// Hot keeps tiles in the local Badger too.
+	Hot bool
+	// MaxSize bounds the local tier on disk: past it, its tiles are
+	// dropped (the remote tier still has them). Zero: no bound.
+	MaxSize int64
+	// CheckEvery is how often the size is checked. Default 30s.
+	CheckEvery time.Duration
+}
+
+// New joins the tiers. The Store owns both: Release closes the remote
+// store and gives back the Badger.
+func New(remote Remote, local *store.Badger, o Options, log *zap.Logger) *Store {
+	s := &Store{remote: remote, local: local, hot: o.Hot, maxSize: o.MaxSize, log: log, stop: make(chan struct{})}
+	if o.Hot && o.MaxSize > 0 {
+		if o.CheckEvery <= 0 {
+			o.CheckEvery = 30 * time.Second
+		}
+		s.done.Add(1)
+		go s.boundLoop(o.CheckEvery)
+	}
+	return s
+}
+
+// Name is the remote store's: it is what all nodes share.
+func (s *Store) Name() string { return s.remote.Name() }
+
+// Remote is the shared tier.
+func (s *Store) Remote() Remote { return s.remote }
+
+// Release stops the size checks and closes both tiers.
+func (s *Store) Release() error {
+	close(s.stop)
+	s.done.Wait()
+	return errors.Join(s.remote.Close(), s.local.Release())
+}
+
+// Get implements store.Tiles.
+func (s *Store) Get(k store.Key, dst []byte) (store.Tile, error) {
+	if s.hot {
+		t, err := s.local.Get(k, dst)
+		if err == nil {
+			return t, nil
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			s.log.Warn("local tier read failed", zap.Error(err))
+		}
+	}
+	t, err := s.remote.Get(k, dst)
+	if err != nil || !s.hot {
+		return t, err
+	}
+	// The local copy keeps the remote stamp, so both tiers answer with the
+	// same Last-Modified and ETag.
+	if err := s.local.Put([]store.Entry{{Key: k, Data: t.Data}}, t.StoredAt); err != nil {
+		s.log.Debug("local tier write failed", zap.Error(err))
+	}
+	return t, nil
+}
+
+// Put implements store.Tiles. The local tier keeps the tiles even when the
+// remote one fails, so this node serves them meanwhile; the remote error
+// is returned, so the response says the tiles were not stored and a seed
+// tries again.
+func (s *Store) Put(entries []store.Entry, at time.Time) error {
+	err := s.remote.Put(entries, at)
+	if s.hot {
+		if lerr := s.local.Put(entries, at); lerr != nil {
+			s.log.Debug("local tier write failed", zap.Error(lerr))
+		}
+	}
+	return err
+}
+
+// Has implements store.Tiles from the remote tier, which all nodes share.
+func (s *Store) Has(keys []store.Key, notBefore time.Time) ([]bool, error) {
+	return s.remote.Has(keys, notBefore)
+}
+
+// DeleteRange implements store.Tiles on both tiers; the count is the
+// remote tier's.
+func (s *Store) DeleteRange(set store.Set, z int, r gridset.Range, stop func() bool) (int64, error) {
+	if s.hot {
+		if _, err := s.local.DeleteRange(set, z, r, stop); err != nil {
+			return 0, err
+		}
+	}
+	return s.remote.DeleteRange(set, z, r, stop)
+}
+
+// TruncateLayer implements store.Tiles on both tiers.
+func (s *Store) TruncateLayer(layer string) error {
+	if s.hot {
+		if err := s.local.TruncateLayer(layer); err != nil {
+			return err
+		}
+	}
+	return s.remote.TruncateLayer(layer)
+}
+
+// SetsOf implements store.Tiles from the remote tier.
+func (s *Store) SetsOf(layer, gridset string) ([]store.Set, error) {
+	return s.remote.SetsOf(layer, gridset)
+}
+
+// NextID implements store.Tasks: task records stay on the node.
+func (s *Store) NextID(sequence string) (uint64, error) { return s.local.NextID(sequence) }
+
+// PutTask implements store.Tasks.
+func (s *Store) PutTask(id int64, record []byte) error { return s.local.PutTask(id, record) }
+
+// DeleteTask implements store.Tasks.
+func (s *Store) DeleteTask(id int64) error { return s.local.DeleteTask(id) }
+
+// Tasks implements store.Tasks.
+func (s *Store) Tasks(fn func(id int64, record []byte) error) error { return s.local.Tasks(fn) }
+
+// boundLoop keeps the local tier under its size: an LRU would need a write
+// per hit; starting over costs a remote read per hot tile, once.
+func (s *Store) boundLoop(every time.Duration) {
+	defer s.done.Done()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		if size := s.local.Size(); size > s.maxSize {
+			err := s.local.DropTiles()
+			s.log.Info("local tier over its size bound: tiles dropped", zap.Int64("size", size),
+				zap.Int64("max_size", s.maxSize), zap.Error(err))
+			localDrops.Inc()
+		}
+	}
+}
+
+var localDrops = prometheus.NewCounter(prometheus.CounterOpts{
+	Namespace: "caddy", Subsystem: "tile_cache", Name: "local_tier_drops_total",
+	Help: "Times a local tier outgrew its max_size and dropped its tiles.",
+})
+
+// Collectors are the package's metrics, for the cache's registry.
+func Collectors() []prometheus.Collector { return []prometheus.Collector{localDrops} }
