@@ -483,7 +483,9 @@ func (e *Engine) runUnit(t *Task, u unit, fetched func()) (outcome, error) {
 	for attempt := 0; ; attempt++ {
 		res, err := c.Fetch(t.ctx, m, tilecache.PrioritySeed, fetched)
 		if err == nil && res.StoreErr != nil {
-			err = fmt.Errorf("storing: %w", res.StoreErr)
+			// The upstream rendered it; only storing failed. Store the
+			// same tiles again rather than render them again.
+			err = e.storeAgain(t, c, res)
 		}
 		if err == nil {
 			t.processed.Add(n)
@@ -525,6 +527,38 @@ func (e *Engine) runUnit(t *Task, u unit, fetched func()) (outcome, error) {
 			return stopped, nil
 		}
 		wait = min(wait*2, time.Minute)
+	}
+}
+
+// storeAgain retries storing a rendered metatile. While the store says
+// it is unavailable (shared storage down, its breaker open) it waits and
+// tries again for as long as the task runs, counting no failure: an outage
+// of S3 must not fail a seed. Other store errors count as failed attempts
+// with the task's retry policy; the last one is returned.
+func (e *Engine) storeAgain(t *Task, c *tilecache.Cache, res *tilecache.MetaResult) error {
+	err := res.StoreErr
+	wait := t.Spec.Retry.Wait
+	for attempt := 0; ; attempt++ {
+		if !errors.Is(err, store.ErrUnavailable) {
+			if attempt >= t.Spec.Retry.Retries {
+				return fmt.Errorf("storing: %w", err)
+			}
+			if abort := e.failure(t, fmt.Errorf("storing: %w", err)); abort != nil {
+				return abort
+			}
+		} else {
+			e.mu.Lock()
+			t.lastErr = "storing: " + err.Error()
+			e.mu.Unlock()
+			attempt--
+		}
+		if !sleep(t.ctx, max(wait, 100*time.Millisecond)) {
+			return t.ctx.Err()
+		}
+		wait = min(wait*2, 30*time.Second)
+		if err = c.Store().Put(res.Tiles, res.StoredAt); err == nil {
+			return nil
+		}
 	}
 }
 

@@ -8,11 +8,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
 	"github.com/tilecache/caddy-tilecache/module/gridset"
 	"github.com/tilecache/caddy-tilecache/module/store"
+	"github.com/tilecache/caddy-tilecache/module/store/s3store"
+	"github.com/tilecache/caddy-tilecache/module/store/tiered"
 )
 
 // DefaultName is the name of a cache that is given none.
@@ -159,11 +162,9 @@ func (c *Cache) open(log *zap.Logger, st store.Store) error {
 		return err // validate parsed it already
 	}
 	if st == nil {
-		b, err := store.Open(c.cfg.Storage, store.Options{})
-		if err != nil {
+		if st, err = c.openStore(log); err != nil {
 			return err
 		}
-		st = b
 	}
 	c.store = st
 	failures, cooldown := c.cfg.breakerSettings()
@@ -183,10 +184,41 @@ func (c *Cache) open(log *zap.Logger, st store.Store) error {
 		timeout:     time.Duration(c.cfg.Timeout),
 		store:       st,
 		shared:      shared,
-		log:         log,
+		log:         c.failLog, // sampled: a store outage fails every miss
 	})
 	c.refs.Store(1)
 	return nil
+}
+
+// openStore opens the configured storage: the Badger directory, or an S3
+// bucket with the directory keeping tasks (and the local tier).
+func (c *Cache) openStore(log *zap.Logger) (store.Store, error) {
+	if c.cfg.S3 == nil {
+		return store.Open(c.cfg.Storage, store.Options{})
+	}
+	sc := c.cfg.S3.Config
+	// Credentials come as placeholders ({env.AWS_SECRET_ACCESS_KEY}), so
+	// that they stay out of the config Caddy saves and logs.
+	repl := caddy.NewReplacer()
+	for _, f := range []*string{&sc.Bucket, &sc.Prefix, &sc.Endpoint, &sc.Region, &sc.AccessKey, &sc.SecretKey, &sc.SessionToken} {
+		*f = repl.ReplaceKnown(*f, "")
+	}
+	var opts store.Options
+	var to tiered.Options
+	if l := c.cfg.S3.Local; l != nil {
+		opts.TileTTL = time.Duration(l.TTL)
+		to = tiered.Options{Hot: true, MaxSize: l.MaxSize}
+	}
+	local, err := store.Open(c.cfg.Storage, opts)
+	if err != nil {
+		return nil, err
+	}
+	remote, err := s3store.Open(sc, log.Named("s3"))
+	if err != nil {
+		local.Release()
+		return nil, err
+	}
+	return tiered.New(remote, local, to, log.Named("tiers")), nil
 }
 
 // Retain adds a user; each Retain is paired with one Release.

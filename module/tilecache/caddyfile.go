@@ -9,6 +9,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/dustin/go-humanize"
 
 	"github.com/tilecache/caddy-tilecache/module/gridset"
 	"github.com/tilecache/caddy-tilecache/module/imaging"
@@ -39,6 +40,23 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		seed_slots <n>
 //		max_misses_per_client <n>
 //		storage <dir>
+//		s3 {
+//			bucket <name>
+//			prefix <path>
+//			endpoint <host[:port]>
+//			region <region>
+//			path_style
+//			insecure
+//			access_key <key>         # e.g. {env.AWS_ACCESS_KEY_ID}
+//			secret_key <secret>      # e.g. {env.AWS_SECRET_ACCESS_KEY}
+//			session_token <token>
+//			timeout <duration>
+//			concurrency <n>
+//			local {
+//				max_size <bytes, e.g. 2GiB>
+//				ttl <duration>
+//			}
+//		}
 //		jpeg_quality <1-100>
 //		breaker <failures> [<cooldown>] | breaker off | breaker { failures <n>; cooldown <d>; off }
 //		max_param_length <bytes>
@@ -213,6 +231,8 @@ func (c *Config) parseOption(d *caddyfile.Dispenser) error {
 		c.Layers = append(c.Layers, l)
 	case "breaker":
 		return parseBreaker(d, c)
+	case "s3":
+		return parseS3(d, c)
 	case "max_param_length":
 		return intArgs(d, &c.MaxParamLength)
 	default:
@@ -387,6 +407,88 @@ func parseLayer(d *caddyfile.Dispenser) (LayerConfig, error) {
 		}
 	}
 	return l, nil
+}
+
+// parseS3 reads an s3 block.
+func parseS3(d *caddyfile.Dispenser, c *Config) error {
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	s := &S3Config{}
+	c.S3 = s
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		var err error
+		switch d.Val() {
+		case "bucket":
+			err = oneArg(d, &s.Bucket)
+		case "prefix":
+			err = oneArg(d, &s.Prefix)
+		case "endpoint":
+			err = oneArg(d, &s.Endpoint)
+		case "region":
+			err = oneArg(d, &s.Region)
+		case "path_style":
+			s.PathStyle = true
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+		case "insecure":
+			s.Insecure = true
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+		case "access_key":
+			err = oneArg(d, &s.AccessKey)
+		case "secret_key":
+			err = oneArg(d, &s.SecretKey)
+		case "session_token":
+			err = oneArg(d, &s.SessionToken)
+		case "timeout":
+			err = durationArg(d, &s.Timeout)
+		case "concurrency":
+			err = intArgs(d, &s.Concurrency)
+		case "local":
+			err = parseLocalTier(d, s)
+		default:
+			return d.Errf("unknown s3 option %q", d.Val())
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if s.Bucket == "" {
+		return d.Err("s3: bucket is required")
+	}
+	return nil
+}
+
+func parseLocalTier(d *caddyfile.Dispenser, s *S3Config) error {
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	l := &LocalTierConfig{}
+	s.Local = l
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		switch d.Val() {
+		case "max_size":
+			var v string
+			if err := oneArg(d, &v); err != nil {
+				return err
+			}
+			n, err := humanize.ParseBytes(v)
+			if err != nil || n == 0 {
+				return d.Errf("local max_size: %q is not a size (e.g. 2GiB)", v)
+			}
+			l.MaxSize = int64(n)
+		case "ttl":
+			if err := durationArg(d, &l.TTL); err != nil {
+				return err
+			}
+		default:
+			return d.Errf("unknown s3 local option %q", d.Val())
+		}
+	}
+	return nil
 }
 
 // parseBreaker reads "breaker off", "breaker <failures> [<cooldown>]", or

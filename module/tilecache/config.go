@@ -12,6 +12,7 @@ import (
 	"github.com/tilecache/caddy-tilecache/module/gridset"
 	"github.com/tilecache/caddy-tilecache/module/imaging"
 	"github.com/tilecache/caddy-tilecache/module/params"
+	"github.com/tilecache/caddy-tilecache/module/store/s3store"
 )
 
 // Config is one cache: its upstream, its storage and its layers. It is
@@ -38,8 +39,12 @@ type Config struct {
 	// MaxMissesPerClient caps one client's (by IP, as Caddy's trusted_proxies
 	// see it) misses waiting at once; beyond it: 429. Default 0: no cap.
 	MaxMissesPerClient int `json:"max_misses_per_client,omitempty"`
-	// Storage is the Badger directory. Default: tile_cache in Caddy's data directory.
+	// Storage is the Badger directory. Default: tile_cache in Caddy's data
+	// directory. With S3 it keeps the node's tasks, and the local tier.
 	Storage string `json:"storage,omitempty"`
+	// S3 keeps the tiles in an S3-compatible bucket, shared by every node
+	// that names it, instead of in the Badger directory.
+	S3 *S3Config `json:"s3,omitempty"`
 	// Gridsets are custom gridsets, beside the built-in EPSG:4326 and EPSG:900913.
 	Gridsets []gridset.Config `json:"gridsets,omitempty"`
 	// Layers are the cached layers.
@@ -58,6 +63,25 @@ type Config struct {
 	// MaxParamLength: a request whose parameter name or value is longer
 	// (in bytes, unescaped) is not a tile request ("malformed"). Default 1024.
 	MaxParamLength int `json:"max_param_length,omitempty"`
+}
+
+// S3Config is a bucket for the tiles (see package s3store for the key
+// layout) and an optional local tier in front of it.
+type S3Config struct {
+	s3store.Config
+	// Local keeps the tiles this node reads or writes in its Badger
+	// (storage) too, so a hot tile costs a local read.
+	Local *LocalTierConfig `json:"local,omitempty"`
+}
+
+// LocalTierConfig bounds the local tier.
+type LocalTierConfig struct {
+	// MaxSize in bytes: past it the local tier drops its tiles and fills
+	// again from S3. Default 1 GiB.
+	MaxSize int64 `json:"max_size,omitempty"`
+	// TTL: a local copy is read from S3 again after it, so that a tile
+	// another node truncated is not served longer than this. Default 1m.
+	TTL caddy.Duration `json:"ttl,omitempty"`
 }
 
 // BreakerConfig is the upstream circuit breaker: after Failures upstream
@@ -153,6 +177,14 @@ func (c *Config) setDefaults() {
 	if c.Storage == "" {
 		c.Storage = filepath.Join(caddy.AppDataDir(), "tile_cache")
 	}
+	if c.S3 != nil && c.S3.Local != nil {
+		if c.S3.Local.MaxSize == 0 {
+			c.S3.Local.MaxSize = 1 << 30
+		}
+		if c.S3.Local.TTL == 0 {
+			c.S3.Local.TTL = caddy.Duration(time.Minute)
+		}
+	}
 	if c.Breaker == nil {
 		c.Breaker = &BreakerConfig{}
 	}
@@ -197,6 +229,17 @@ func (c *Config) validate() error {
 	}
 	if c.MaxParamLength < 0 {
 		return errors.New("max_param_length must not be negative")
+	}
+	if c.S3 != nil {
+		if c.S3.Bucket == "" {
+			return errors.New("s3: bucket is required")
+		}
+		if c.S3.Timeout < 0 || c.S3.Concurrency < 0 {
+			return errors.New("s3: timeout and concurrency must not be negative")
+		}
+		if l := c.S3.Local; l != nil && (l.MaxSize < 0 || l.TTL < 0) {
+			return errors.New("s3: local max_size and ttl must not be negative")
+		}
 	}
 	if len(c.Layers) == 0 {
 		return errors.New("no layers configured")

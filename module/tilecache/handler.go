@@ -223,7 +223,7 @@ func (c *Cache) serveTile(w http.ResponseWriter, r *http.Request, tr *tileReques
 	default:
 		// A store that cannot be read must not take the map down: fetch.
 		metrics().storeErrors.Inc()
-		c.log.Error("reading tile failed", zap.String("layer", l.Name), zap.Error(err))
+		c.failLog.Error("reading tile failed", zap.String("layer", l.Name), zap.Error(err))
 	}
 	l.misses.Inc()
 	meta, err := tr.grid.MetaTile(tr.index, l.MetaWidth, l.MetaHeight, l.Gutter, tr.grid.Coverage[tr.index.Z])

@@ -7,6 +7,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tilecache/caddy-tilecache/module/store"
+	"github.com/tilecache/caddy-tilecache/module/store/s3store"
+	"github.com/tilecache/caddy-tilecache/module/store/tiered"
 )
 
 // tileMetrics are process-wide, like reverse_proxy's: created once and
@@ -48,8 +50,11 @@ var metrics = sync.OnceValue(func() *tileMetrics {
 })
 
 func (m *tileMetrics) register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.hits, m.misses, m.stale, m.upstreamErrors, m.passthrough,
-		m.storeErrors, m.storeOpens, m.upstreamLatency, m.breakerOpens, m.breakerRejected, m.refused} {
+	cs := []prometheus.Collector{m.hits, m.misses, m.stale, m.upstreamErrors, m.passthrough,
+		m.storeErrors, m.storeOpens, m.upstreamLatency, m.breakerOpens, m.breakerRejected, m.refused}
+	cs = append(cs, s3store.Collectors()...)
+	cs = append(cs, tiered.Collectors()...)
+	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if !errors.As(err, &are) {
