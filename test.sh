@@ -3,7 +3,7 @@
 # Installs MapServer for the end-to-end tests, GDAL, OWSLib and QGIS for the
 # GIS client tests and Chromium for the browser
 # tests (Debian packages; needs root), then runs every Go test: unit tests,
-# the caddytest suite in a real Caddy (in-process, and as a process it
+# the S3 store against a real MinIO, the caddytest suite in a real Caddy (in-process, and as a process it
 # kills), the end-to-end tests against the real MapServer, and the pages in
 # a headless browser.
 set -euo pipefail
@@ -18,4 +18,8 @@ command -v chromium >/dev/null || need+=(chromium)
 if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" > /dev/null
 fi
+# MinIO, a real S3 server, for the S3 store's tests: built from its Go
+# module at a pinned version into ~/.cache (about 2 minutes, once).
+TILECACHE_MINIO=$(bash module/store/s3store/s3test/install.sh)
+export TILECACHE_MINIO
 go test -count=1 -timeout 25m ./...

@@ -124,7 +124,7 @@ func (s *Store) refreshLoop() {
 			return
 		case <-t.C:
 		}
-		if s.br.allow() != nil {
+		if !s.Ready() {
 			continue
 		}
 		for _, l := range s.gens.layers() {
@@ -161,7 +161,7 @@ func (s *Store) reclaimLoop() {
 			case <-time.After(s.reclaimDelay):
 			}
 		}
-		if s.br.allow() != nil {
+		if !s.Ready() {
 			continue
 		}
 		if n, err := s.Reclaim(); err != nil {
