@@ -17,10 +17,8 @@ and no request may pass the cache by. Every URL the capabilities
 advertise is followed. Exits 1 with a line per failure.
 """
 
-import re
 import sys
 import urllib.parse
-import urllib.request
 import xml.etree.ElementTree as ET
 
 import numpy as np
@@ -29,43 +27,16 @@ from owslib.tms import TileMapService
 from owslib.wms import WebMapService
 from owslib.wmts import WebMapTileService
 
+from checks import LAYER, WORLD_MERC, Counters, check, failures, fetch
+
 gdal.UseExceptions()
 gdal.SetConfigOption("GDAL_HTTP_TIMEOUT", "60")
 gdal.SetConfigOption("GDAL_ENABLE_WMS_CACHE", "NO")  # every read asks the server
 gdal.SetConfigOption("GDAL_DEFAULT_WMS_CACHE_PATH", "/nonexistent")
 
 CADDY, UPSTREAM, METRICS = sys.argv[1:4]
-LAYER = "test:polygons"
-WORLD_MERC = 20037508.342789244
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures.append(what)
-    return cond
-
-
-def fetch(url):
-    with urllib.request.urlopen(url, timeout=60) as r:
-        return r.status, dict(r.headers), r.read()
-
-
-def counters():
-    """The cache's hit, miss and pass-through counters, summed."""
-    _, _, body = fetch(METRICS)
-    out = {"hits": 0.0, "misses": 0.0, "passthrough": 0.0}
-    for line in body.decode().splitlines():
-        m = re.match(r"caddy_tile_cache_(hits|misses|passthrough)_total(\{[^}]*\})? ([0-9.e+]+)$", line)
-        if m:
-            out[m.group(1)] += float(m.group(3))
-    return out
-
-
-def delta(before):
-    now = counters()
-    return {k: now[k] - before[k] for k in now}
+COUNTERS = Counters(METRICS)
+counters, delta = COUNTERS.now, COUNTERS.delta
 
 
 def decode(png):

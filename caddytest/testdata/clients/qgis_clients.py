@@ -22,18 +22,15 @@ line per failure.
 
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
 import urllib.parse
-import urllib.request
 import xml.etree.ElementTree as ET
 
 import numpy as np
 
-LAYER = "test:polygons"
-WORLD_MERC = 20037508.342789244
+from checks import LAYER, WORLD_MERC, Counters, check, failures, fetch
 
 
 def draw(uri, crs, extent, size):
@@ -82,34 +79,8 @@ if len(sys.argv) > 1 and sys.argv[1] == "--draw":
     sys.exit(0)
 
 CADDY, UPSTREAM, METRICS = sys.argv[1:4]
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures.append(what)
-    return cond
-
-
-def fetch(url):
-    with urllib.request.urlopen(url, timeout=60) as r:
-        return r.status, dict(r.headers), r.read()
-
-
-def counters():
-    _, _, body = fetch(METRICS)
-    out = {"hits": 0.0, "misses": 0.0, "passthrough": 0.0}
-    for line in body.decode().splitlines():
-        m = re.match(r"caddy_tile_cache_(hits|misses|passthrough)_total(\{[^}]*\})? ([0-9.e+]+)$", line)
-        if m:
-            out[m.group(1)] += float(m.group(3))
-    return out
-
-
-def delta(before):
-    now = counters()
-    return {k: now[k] - before[k] for k in now}
+COUNTERS = Counters(METRICS)
+counters, delta = COUNTERS.now, COUNTERS.delta
 
 
 def decode(png):

@@ -1,0 +1,41 @@
+"""What both client scripts share: checks that print a line each, and the
+cache's counters read from Caddy's Prometheus endpoint."""
+
+import re
+import urllib.request
+
+LAYER = "test:polygons"
+WORLD_MERC = 20037508.342789244
+failures = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what, flush=True)
+    if not cond:
+        failures.append(what)
+    return cond
+
+
+def fetch(url):
+    with urllib.request.urlopen(url, timeout=60) as r:
+        return r.status, dict(r.headers), r.read()
+
+
+class Counters:
+    """The cache's hit, miss and pass-through counters, summed, at METRICS."""
+
+    def __init__(self, metrics):
+        self.metrics = metrics
+
+    def now(self):
+        _, _, body = fetch(self.metrics)
+        out = {"hits": 0.0, "misses": 0.0, "passthrough": 0.0}
+        for line in body.decode().splitlines():
+            m = re.match(r"caddy_tile_cache_(hits|misses|passthrough)_total(\{[^}]*\})? ([0-9.e+]+)$", line)
+            if m:
+                out[m.group(1)] += float(m.group(3))
+        return out
+
+    def delta(self, before):
+        now = self.now()
+        return {k: now[k] - before[k] for k in now}
