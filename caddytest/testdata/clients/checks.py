@@ -2,6 +2,7 @@
 cache's counters read from Caddy's Prometheus endpoint."""
 
 import re
+import urllib.parse
 import urllib.request
 
 LAYER = "test:polygons"
@@ -39,3 +40,13 @@ class Counters:
     def delta(self, before):
         now = self.now()
         return {k: now[k] - before[k] for k in now}
+
+
+def upstream_png(upstream, srs, bbox, w, h):
+    """The upstream's own PNG render of one metatile, as the cache asks for it."""
+    q = urllib.parse.urlencode({"SERVICE": "WMS", "VERSION": "1.1.1", "REQUEST": "GetMap", "LAYERS": LAYER,
+                                "STYLES": "", "SRS": srs, "BBOX": ",".join(repr(v) for v in bbox),
+                                "WIDTH": w, "HEIGHT": h, "FORMAT": "image/png", "TRANSPARENT": "TRUE"})
+    status, hdr, body = fetch(upstream + "?" + q)
+    assert status == 200 and hdr.get("Content-Type", "").startswith("image/png"), (status, hdr)
+    return body

@@ -18,7 +18,6 @@ advertise is followed. Exits 1 with a line per failure.
 """
 
 import sys
-import urllib.parse
 import xml.etree.ElementTree as ET
 
 import numpy as np
@@ -27,7 +26,7 @@ from owslib.tms import TileMapService
 from owslib.wms import WebMapService
 from owslib.wmts import WebMapTileService
 
-from checks import LAYER, WORLD_MERC, Counters, check, failures, fetch
+from checks import LAYER, WORLD_MERC, Counters, check, failures, fetch, upstream_png
 
 gdal.UseExceptions()
 gdal.SetConfigOption("GDAL_HTTP_TIMEOUT", "60")
@@ -54,12 +53,7 @@ def decode(png):
 
 def upstream(srs, bbox, w, h):
     """The upstream's render of one metatile, as the cache asks for it."""
-    q = urllib.parse.urlencode({"SERVICE": "WMS", "VERSION": "1.1.1", "REQUEST": "GetMap", "LAYERS": LAYER,
-                                "STYLES": "", "SRS": srs, "BBOX": ",".join(repr(v) for v in bbox),
-                                "WIDTH": w, "HEIGHT": h, "FORMAT": "image/png", "TRANSPARENT": "TRUE"})
-    status, hdr, body = fetch(UPSTREAM + "?" + q)
-    assert status == 200 and hdr.get("Content-Type", "").startswith("image/png"), (status, hdr)
-    return decode(body)
+    return decode(upstream_png(UPSTREAM, srs, bbox, w, h))
 
 
 # Level 2 as the upstream renders it: EPSG:4326 is 8x4 tiles, two 4x4

@@ -25,12 +25,11 @@ import os
 import subprocess
 import sys
 import tempfile
-import urllib.parse
 import xml.etree.ElementTree as ET
 
 import numpy as np
 
-from checks import LAYER, WORLD_MERC, Counters, check, failures, fetch
+from checks import LAYER, WORLD_MERC, Counters, check, failures, fetch, upstream_png
 
 
 def draw(uri, crs, extent, size):
@@ -94,12 +93,7 @@ def decode(png):
 
 
 def upstream(srs, bbox, w, h):
-    q = urllib.parse.urlencode({"SERVICE": "WMS", "VERSION": "1.1.1", "REQUEST": "GetMap", "LAYERS": LAYER,
-                                "STYLES": "", "SRS": srs, "BBOX": ",".join(repr(v) for v in bbox),
-                                "WIDTH": w, "HEIGHT": h, "FORMAT": "image/png", "TRANSPARENT": "TRUE"})
-    status, hdr, body = fetch(UPSTREAM + "?" + q)
-    assert status == 200 and hdr.get("Content-Type", "").startswith("image/png"), (status, hdr)
-    return decode(body)
+    return decode(upstream_png(UPSTREAM, srs, bbox, w, h))
 
 
 REF = {
