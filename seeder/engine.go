@@ -530,36 +530,26 @@ func (e *Engine) runUnit(t *Task, u unit, fetched func()) (outcome, error) {
 	}
 }
 
-// storeAgain retries storing a rendered metatile. While the store says
-// it is unavailable (shared storage down, its breaker open) it waits and
-// tries again for as long as the task runs, counting no failure: an outage
-// of S3 must not fail a seed. Other store errors count as failed attempts
-// with the task's retry policy; the last one is returned.
+// storeAgain stores a rendered metatile again while the store says it is
+// unavailable (shared storage down, its breaker open), waiting between
+// tries for as long as the task runs and counting no failure: an outage of
+// S3 must not fail a seed, nor make the upstream render it again. Any
+// other store error is returned to the metatile's own retries.
 func (e *Engine) storeAgain(t *Task, c *tilecache.Cache, res *tilecache.MetaResult) error {
 	err := res.StoreErr
-	wait := t.Spec.Retry.Wait
-	for attempt := 0; ; attempt++ {
-		if !errors.Is(err, store.ErrUnavailable) {
-			if attempt >= t.Spec.Retry.Retries {
-				return fmt.Errorf("storing: %w", err)
-			}
-			if abort := e.failure(t, fmt.Errorf("storing: %w", err)); abort != nil {
-				return abort
-			}
-		} else {
-			e.mu.Lock()
-			t.lastErr = "storing: " + err.Error()
-			e.mu.Unlock()
-			attempt--
-		}
-		if !sleep(t.ctx, max(wait, 100*time.Millisecond)) {
+	for wait := max(t.Spec.Retry.Wait, 100*time.Millisecond); errors.Is(err, store.ErrUnavailable); wait = min(wait*2, 30*time.Second) {
+		e.mu.Lock()
+		t.lastErr = "storing: " + err.Error()
+		e.mu.Unlock()
+		if !sleep(t.ctx, wait) {
 			return t.ctx.Err()
 		}
-		wait = min(wait*2, 30*time.Second)
-		if err = c.Store().Put(res.Tiles, res.StoredAt); err == nil {
-			return nil
-		}
+		err = c.Store().Put(res.Tiles, res.StoredAt)
 	}
+	if err != nil {
+		return fmt.Errorf("storing: %w", err)
+	}
+	return nil
 }
 
 // failure counts one failed attempt of a task; past the task's limit it

@@ -3,7 +3,6 @@ package s3store
 import (
 	"bytes"
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -234,7 +233,7 @@ func isNotFound(err error) bool {
 
 const (
 	metaStored = "Tc-Stored" // unix nanoseconds
-	metaETag   = "Tc-Etag"   // hex of store.ETagOf
+	metaETag   = "Tc-Etag"   // store.ETagOf in hexadecimal
 )
 
 // Get implements store.Tiles.
@@ -270,10 +269,8 @@ func tileOf(info minio.ObjectInfo, data []byte) store.Tile {
 	if v, err := strconv.ParseInt(info.UserMetadata[metaStored], 10, 64); err == nil {
 		t.StoredAt = time.Unix(0, v)
 	}
-	if b, err := hex.DecodeString(info.UserMetadata[metaETag]); err == nil && len(b) == 8 {
-		for _, c := range b {
-			t.ETag = t.ETag<<8 | uint64(c)
-		}
+	if v, err := strconv.ParseUint(info.UserMetadata[metaETag], 16, 64); err == nil {
+		t.ETag = v
 	} else {
 		t.ETag = store.ETagOf(data)
 	}
@@ -301,15 +298,11 @@ func (s *Store) Put(entries []store.Entry, at time.Time) error {
 		}
 		g.Go(func() error {
 			return s.call("put", func(ctx context.Context) error {
-				etag := store.ETagOf(e.Data)
-				var eb [8]byte
-				for j := range eb {
-					eb[j] = byte(etag >> (56 - 8*j))
-				}
+				etag := strconv.FormatUint(store.ETagOf(e.Data), 16)
 				_, err := s.client.PutObject(ctx, s.cfg.Bucket, s.tileKey(&e.Key, gen), bytes.NewReader(e.Data),
 					int64(len(e.Data)), minio.PutObjectOptions{
 						ContentType:  contentType(e.Key.Format),
-						UserMetadata: map[string]string{metaStored: stamp, metaETag: hex.EncodeToString(eb[:])},
+						UserMetadata: map[string]string{metaStored: stamp, metaETag: etag},
 						// Tiles are small: one request each, no multipart.
 						DisableMultipart: true, SendContentMd5: false,
 					})
