@@ -50,6 +50,10 @@
 #                 be quiet (other processes using < 0.25 cores): other jobs
 #                 on a 2-core machine move the figures a lot
 #   KEEP=1        keep the temp dir (Caddy log, Caddyfile, wrk outputs)
+#   S3=1          two more targets: (e) tile_cache with its tiles in a MinIO
+#                 bucket (a real S3 server on loopback, built by
+#                 module/store/s3store/s3test/install.sh), (f) the same with
+#                 a local tier (hot tiles in a Badger in front of the bucket)
 #
 # Everything started here (upstream, Caddy, wrk) is stopped on exit.
 set -euo pipefail
@@ -69,6 +73,13 @@ MAXZ=${MAXZ:-4}
 PROFILE=${PROFILE:-0}
 PROFILE_SECONDS=${PROFILE_SECONDS:-8}
 QUIET_WAIT=${QUIET_WAIT:-60}
+S3=${S3:-0}
+TARGETS="a b c d"
+TILE_TARGETS="a" # the targets that are tile caches (all hits are checked)
+if [[ $S3 == 1 ]]; then
+	TARGETS+=" e f"
+	TILE_TARGETS+=" e f"
+fi
 LAYER=test:polygons
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -100,6 +111,7 @@ UPDIR=$TMP/upstream
 CADDY_PID=""
 WRK_PID=""
 UPSTREAM_STARTED=0
+MINIO_PID=""
 cleanup() {
 	local rc=$?
 	trap - EXIT INT TERM
@@ -112,6 +124,10 @@ cleanup() {
 		for _ in $(seq 50); do kill -0 "$CADDY_PID" 2>/dev/null || break; sleep 0.1; done
 		kill -KILL "$CADDY_PID" 2>/dev/null || true
 		wait "$CADDY_PID" 2>/dev/null || true
+	fi
+	if [[ -n $MINIO_PID ]]; then
+		kill "$MINIO_PID" 2>/dev/null || true
+		wait "$MINIO_PID" 2>/dev/null || true
 	fi
 	if ((UPSTREAM_STARTED)); then
 		"$ROOT/upstream/stop.sh" "$UPDIR" >/dev/null 2>&1 || log "upstream/stop.sh $UPDIR failed"
@@ -178,11 +194,31 @@ pick_port PORT_A
 pick_port PORT_B
 pick_port PORT_C
 pick_port PORT_D
+pick_port PORT_E
+pick_port PORT_F
+pick_port MINIO_PORT
+pick_port MINIO_CONSOLE
 
 log "starting the upstream on 127.0.0.1:$UP_PORT ($UPDIR)"
 UPSTREAM_STARTED=1
 "$ROOT/upstream/start.sh" "$UPDIR" "$UP_PORT" >"$TMP/upstream-start.log" 2>&1 ||
 	{ cat "$TMP/upstream-start.log" >&2; die "upstream/start.sh failed"; }
+
+if [[ $S3 == 1 ]]; then
+	MINIO=$("$ROOT/module/store/s3store/s3test/install.sh") || die "building MinIO failed"
+	export MINIO_ROOT_USER=hitpath MINIO_ROOT_PASSWORD=hitpath-secret
+	log "starting MinIO on 127.0.0.1:$MINIO_PORT"
+	"$MINIO" server "$TMP/minio" --address "127.0.0.1:$MINIO_PORT" --console-address "127.0.0.1:$MINIO_CONSOLE" --quiet \
+		>"$TMP/minio.log" 2>&1 &
+	MINIO_PID=$!
+	for i in $(seq 100); do
+		curl -sf -o /dev/null "http://127.0.0.1:$MINIO_PORT/minio/health/ready" && break
+		((i < 100)) || die "MinIO did not answer within 20 s"
+		sleep 0.2
+	done
+	curl -sf -X PUT --aws-sigv4 "aws:amz:us-east-1:s3" --user "$MINIO_ROOT_USER:$MINIO_ROOT_PASSWORD" \
+		"http://127.0.0.1:$MINIO_PORT/tiles" || die "creating the bucket failed"
+fi
 
 # ---------------------------------------------------------------- 2. Caddy
 STORE=$TMP/store
@@ -236,6 +272,44 @@ write_caddyfile() {
 	respond $1 200
 }
 EOF
+	((S3)) || return 0
+	local site port local_tier
+	for site in e f; do
+		port=$PORT_E local_tier=""
+		if [[ $site == f ]]; then
+			port=$PORT_F local_tier="local {
+				max_size 1GiB
+				ttl 1h
+			}"
+		fi
+		cat >>"$CADDYFILE" <<EOF
+
+# ($site) the cache with its tiles in S3 (f: hot ones in a local tier too)
+:$port {
+	bind 127.0.0.1
+	tile_cache {
+		name s3$site
+		upstream http://127.0.0.1:$UP_PORT/wms
+		storage $TMP/store-$site
+		s3 {
+			bucket tiles
+			prefix s3$site
+			endpoint 127.0.0.1:$MINIO_PORT
+			region us-east-1
+			path_style
+			insecure
+			access_key {env.MINIO_ROOT_USER}
+			secret_key {env.MINIO_ROOT_PASSWORD}
+			$local_tier
+		}
+		layer $LAYER {
+			gridsets EPSG:4326 EPSG:900913
+		}
+	}
+	reverse_proxy 127.0.0.1:$UP_PORT
+}
+EOF
+	done
 }
 
 write_caddyfile placeholder
@@ -271,6 +345,8 @@ awk '{
 awk '{ printf "/tiles/%d/%d/%d.png\n", $1, $2, $3 }' "$TMP/tiles.txt" >"$TMP/paths-b.txt"
 cp "$TMP/paths-b.txt" "$TMP/paths-c.txt"
 cp "$TMP/paths-b.txt" "$TMP/paths-d.txt"
+cp "$TMP/paths-a.txt" "$TMP/paths-e.txt"
+cp "$TMP/paths-a.txt" "$TMP/paths-f.txt"
 
 # curl_pass BASE PATHS OUTDIR PARALLEL: one curl for the whole list (a
 # config file), one tab-separated line per transfer: code, content type,
@@ -309,6 +385,19 @@ MINSZ=$(awk -F'\t' 'NR == 1 || $4 < m { m = $4 } END { print m }' "$TMP/pass2.tx
 MAXSZ=$(awk -F'\t' '$4 > m { m = $4 } END { print m }' "$TMP/pass2.txt")
 ((MEAN > 0)) || die "mean tile size is 0"
 log "pass 2: $NTILES HITs; tiles $MINSZ..$MAXSZ bytes, mean $MEAN"
+if ((S3)); then
+	for t in e f; do
+		log "warming ($t) with the same $NTILES tiles, then checking they are all HITs"
+		port=$PORT_E
+		[[ $t == f ]] && port=$PORT_F
+		curl_pass "http://127.0.0.1:$port" "$TMP/paths-$t.txt" "" 4 >"$TMP/pass1-$t.txt" || true
+		curl_pass "http://127.0.0.1:$port" "$TMP/paths-$t.txt" "" 1 >"$TMP/pass2-$t.txt" || true
+		[[ $(wc -l <"$TMP/pass2-$t.txt") -eq $NTILES && -z $(awk -F'\t' '$1 != 200 || $3 != "HIT"' "$TMP/pass2-$t.txt") ]] ||
+			die "($t): not every tile a HIT after warming"
+		cmp -s <(awk -F'\t' '{ print $4 }' "$TMP/pass2.txt") <(awk -F'\t' '{ print $4 }' "$TMP/pass2-$t.txt") ||
+			die "($t): tile sizes differ from (a)'s"
+	done
+fi
 
 # (c)'s body: MEAN printable bytes (base64 of random data: no spaces,
 # quotes or braces, so it is one Caddyfile token with no placeholders).
@@ -332,8 +421,15 @@ curl_pass "http://127.0.0.1:$PORT_B" "$TMP/paths-b.txt" "" 1 >"$TMP/check-b.txt"
 curl_pass "http://127.0.0.1:$PORT_C" "$TMP/paths-c.txt" "" 1 >"$TMP/check-c.txt" || true
 # (d) 200 image/png with MEAN bytes
 curl_pass "http://127.0.0.1:$PORT_D" "$TMP/paths-d.txt" "" 1 >"$TMP/check-d.txt" || true
+if ((S3)); then
+	curl_pass "http://127.0.0.1:$PORT_E" "$TMP/paths-e.txt" "" 1 >"$TMP/check-e.txt" || true
+	curl_pass "http://127.0.0.1:$PORT_F" "$TMP/paths-f.txt" "" 1 >"$TMP/check-f.txt" || true
+	for t in e f; do
+		[[ -z $(awk -F'\t' '$1 != 200 || $2 != "image/png" || $3 != "HIT"' "$TMP/check-$t.txt") ]] || die "check $t: not all 200 image/png HIT after the reload"
+	done
+fi
 sizes() { awk -F'\t' '{ print $4 }' "$1"; }
-for t in a b c d; do
+for t in $TARGETS; do
 	n=$(wc -l <"$TMP/check-$t.txt")
 	((n == NTILES)) || die "check $t: $n/$NTILES answers"
 done
@@ -364,15 +460,16 @@ metric() {
 		awk -v n="$1" '$1 == n || index($1, n "{") == 1 { s += $2 } END { printf "%d\n", s }'
 }
 
-declare -A URL=([a]="http://127.0.0.1:$PORT_A" [b]="http://127.0.0.1:$PORT_B" [c]="http://127.0.0.1:$PORT_C" [d]="http://127.0.0.1:$PORT_D")
-declare -A NAME=([a]=tile_cache [b]=file_server [c]=respond [d]=respond_len)
+declare -A URL=([a]="http://127.0.0.1:$PORT_A" [b]="http://127.0.0.1:$PORT_B" [c]="http://127.0.0.1:$PORT_C" [d]="http://127.0.0.1:$PORT_D"
+	[e]="http://127.0.0.1:$PORT_E" [f]="http://127.0.0.1:$PORT_F")
+declare -A NAME=([a]=tile_cache [b]=file_server [c]=respond [d]=respond_len [e]=tile_cache_s3 [f]=s3+local_tier)
 declare -A RPS P50 P99 EFF # per target: space-separated values, one per round
 
 # run_wrk TARGET DURATION LABEL: runs wrk, checks it, sets W_* from its line.
 run_wrk() {
 	local t=$1 d=$2 label=$3 o=$TMP/wrk-$3.txt
 	local hits0=0 miss0=0 pass0=0
-	if [[ $t == a ]]; then
+	if [[ " $TILE_TARGETS " == *" $t "* ]]; then
 		hits0=$(metric caddy_tile_cache_hits_total)
 		miss0=$(metric caddy_tile_cache_misses_total)
 		pass0=$(metric caddy_tile_cache_passthrough_total)
@@ -418,7 +515,7 @@ run_wrk() {
 	W_eff=$(awk -v n="$W_requests" -v c="$W_caddy_cpu_s" 'BEGIN { printf "%.0f", (c > 0 ? n / c : 0) }')
 	# write syscalls of Caddy per answer (admin /metrics reads add a few)
 	W_wpr=$(awk -v n="$W_requests" -v a="$io0" -v b="$io1" 'BEGIN { printf "%.2f", (n > 0 ? (b - a) / n : 0) }')
-	if [[ $t == a ]]; then
+	if [[ " $TILE_TARGETS " == *" $t "* ]]; then
 		local dh dm dp
 		dh=$(($(metric caddy_tile_cache_hits_total) - hits0))
 		dm=$(($(metric caddy_tile_cache_misses_total) - miss0))
@@ -488,10 +585,11 @@ out "caddy:   $("$CADDY" version | awk '{print $1}'), ./caddy built $(date -u -r
 out "         repo $(git log -1 --format='%h %cI' 2>/dev/null || echo '?')$([[ -n $dirty ]] && echo ', with uncommitted changes outside bench/')"
 WRK_VERSION=$(wrk --version 2>&1 || true)
 WRK_VERSION=$(awk 'NR == 1 { print $1, $2 }' <<<"$WRK_VERSION")
-out "client:  $WRK_VERSION, -t$THREADS -c$CONNS$([[ $PIN == 1 ]] && echo ' (PIN=1: Caddy on CPU 0 with GOMAXPROCS=1, wrk on CPU 1)'), $ROUNDS rounds x $DURATION per target (after a $WARMUP warm-up each), interleaved a,b,c,d"
+out "client:  $WRK_VERSION, -t$THREADS -c$CONNS$([[ $PIN == 1 ]] && echo ' (PIN=1: Caddy on CPU 0 with GOMAXPROCS=1, wrk on CPU 1)'), $ROUNDS rounds x $DURATION per target (after a $WARMUP warm-up each), interleaved ${TARGETS// /,}"
 out "tiles:   $NTILES ($LAYER, EPSG:4326 z0..$MAXZ, 256x256 PNG), $MINSZ..$MAXSZ bytes, mean $MEAN"
 out "answer:  body+headers a) tile_cache $MEAN+$HDR_A  b) file_server $MEAN+$HDR_B  c) respond $MEAN+$HDR_C (chunked)"
 out "         d) respond_len $MEAN+$HDR_D bytes (respond with Content-Type and Content-Length set by a header handler)"
+((S3)) && out "         e) tile_cache_s3: tiles in MinIO on loopback; f) s3+local_tier: the same with a local Badger tier"
 if [[ $PIN == 1 ]]; then
 	out "note:    Caddy has one core to itself; wrk the other"
 else
@@ -525,11 +623,11 @@ MAXOTHER=0
 declare -A RR RE # per-round ratios tile_cache/target, in req/s and in req/cpu-s
 
 log "warm-up: $WARMUP per target (not reported)"
-for t in a b c d; do run_wrk "$t" "$WARMUP" "warmup-$t"; done
+for t in $TARGETS; do run_wrk "$t" "$WARMUP" "warmup-$t"; done
 
 out "$(printf '%-6s %-12s %8s %7s %7s %7s %6s %5s %5s %6s %9s %7s %6s' round target req/s p50_ms p99_ms max_ms caddy wrk other steal% req/cpu-s B/resp wr/req)"
 for r in $(seq "$ROUNDS"); do
-	for t in a b c d; do
+	for t in $TARGETS; do
 		log "round $r/$ROUNDS: ${NAME[$t]} ($DURATION)"
 		run_wrk "$t" "$DURATION" "r$r-$t"
 		RPS[$t]+="$W_rps "
@@ -540,7 +638,7 @@ for r in $(seq "$ROUNDS"); do
 		MAXOTHER=$(awk -v a="$MAXOTHER" -v b="$W_other_cores" 'BEGIN { print (b > a ? b : a) }')
 	done
 	line=""
-	for t in b c d; do
+	for t in ${TARGETS#a }; do
 		rr=$(ratio "$(last "${RPS[a]}")" "$(last "${RPS[$t]}")")
 		re=$(ratio "$(last "${EFF[a]}")" "$(last "${EFF[$t]}")")
 		RR[$t]+="$rr " RE[$t]+="$re "
@@ -554,7 +652,7 @@ out ""
 out "median of $ROUNDS rounds:"
 out "$(printf '%-12s %8s %7s %7s %8s' target req/s p50_ms p99_ms req/cpu-s)"
 declare -A MED MEFF
-for t in a b c d; do
+for t in $TARGETS; do
 	MED[$t]=$(median "${RPS[$t]}")
 	MEFF[$t]=$(median "${EFF[$t]}")
 	out "$(printf '%-12s %8.0f %7s %7s %8.0f' "${NAME[$t]}" "${MED[$t]}" "$(fmt_ms "$(median "${P50[$t]}")")" "$(fmt_ms "$(median "${P99[$t]}")")" "${MEFF[$t]}")"
@@ -562,7 +660,7 @@ done
 R_RESP=$(ratio "${MED[a]}" "${MED[c]}")
 out ""
 out "ratios, req/s (per Caddy CPU-second in brackets): of the medians | median of the per-round ratios"
-for t in b c d; do
+for t in ${TARGETS#a }; do
 	out "$(printf '%-24s %s (%s)  |  %s (%s)' "tile_cache/${NAME[$t]}" "$(ratio "${MED[a]}" "${MED[$t]}")" "$(ratio "${MEFF[a]}" "${MEFF[$t]}")" \
 		"$(printf '%.3f' "$(median "${RR[$t]}")")" "$(printf '%.3f' "$(median "${RE[$t]}")")")"
 done

@@ -43,6 +43,9 @@
 #             the working tree) first
 #   CADDY     the Caddy binary [/tmp/caddy-bench, built if missing]
 #   KEEP=1    keep the temp dir (Caddyfile, logs, URL lists)
+#   S3=1      part A also seeds into an S3 store (a MinIO bucket on
+#             loopback, built by module/store/s3store/s3test/install.sh):
+#             every delay and round runs on both stores, interleaved
 #
 # The report also goes to bench/results/seeding-<date>-<time>.txt (and the
 # CPU profile next to it). Everything started here (fake WMS, MapServer,
@@ -92,11 +95,13 @@ stop_pid() { # stop_pid PID: TERM, then KILL after 5 s
 	kill -KILL "$p" 2>/dev/null || true
 	wait "$p" 2>/dev/null || true
 }
+MINIO_PID=""
 cleanup() {
 	local rc=$?
 	trap - EXIT INT TERM
 	[[ -n $WATCHDOG_PID ]] && kill "$WATCHDOG_PID" 2>/dev/null || true
 	stop_pid "$CADDY_PID"
+	[[ -n $MINIO_PID ]] && stop_pid "$MINIO_PID"
 	stop_pid "$FAKE_PID"
 	if ((UPSTREAM_STARTED)); then
 		"$ROOT/upstream/stop.sh" "$UPDIR" >/dev/null 2>&1 || log "upstream/stop.sh $UPDIR failed"
@@ -160,6 +165,27 @@ pick_port FAKE_PORT
 pick_port ADMIN_PORT
 pick_port PORT_F
 pick_port PORT_M
+pick_port PORT_S
+pick_port MINIO_PORT
+pick_port MINIO_CONSOLE
+S3=${S3:-0}
+STORES=badger
+if [[ $S3 == 1 ]]; then
+	STORES="badger s3"
+	MINIO=$("$ROOT/module/store/s3store/s3test/install.sh") || die "building MinIO failed"
+	export MINIO_ROOT_USER=seeding MINIO_ROOT_PASSWORD=seeding-secret
+	"$MINIO" server "$TMP/minio" --address "127.0.0.1:$MINIO_PORT" --console-address "127.0.0.1:$MINIO_CONSOLE" --quiet \
+		>"$TMP/minio.log" 2>&1 &
+	MINIO_PID=$!
+	for i in $(seq 100); do
+		curl -sf -o /dev/null "http://127.0.0.1:$MINIO_PORT/minio/health/ready" && break
+		((i < 100)) || die "MinIO did not answer within 20 s"
+		sleep 0.2
+	done
+	curl -sf -X PUT --aws-sigv4 "aws:amz:us-east-1:s3" --user "$MINIO_ROOT_USER:$MINIO_ROOT_PASSWORD" \
+		"http://127.0.0.1:$MINIO_PORT/tiles" || die "creating the bucket failed"
+fi
+declare -A STORE_PORT=([badger]=$PORT_F [s3]=$PORT_S)
 
 # ---------------------------------------------------------------- CPU accounting
 ticks_of() { # ticks_of PID...: user+system ticks of the processes
@@ -256,28 +282,44 @@ CONC=$((WORKERS > 4 ? WORKERS : 4))
 	}
 }
 
-# A: the fake WMS with a fixed render time
-:$PORT_F {
+EOF
+	for store in $STORES; do
+		s3_block=""
+		[[ $store == s3 ]] && s3_block="s3 {
+			bucket tiles
+			prefix seeding
+			endpoint 127.0.0.1:$MINIO_PORT
+			region us-east-1
+			path_style
+			insecure
+			access_key {env.MINIO_ROOT_USER}
+			secret_key {env.MINIO_ROOT_PASSWORD}
+		}"
+		cat <<EOF
+
+# A: the fake WMS with a fixed render time, tiles in $store
+:${STORE_PORT[$store]} {
 	bind 127.0.0.1
 	handle_path /gwc/* {
 		tile_cache_admin {
-			cache fake
+			cache fake-$store
 			workers $WORKERS
 		}
 	}
 	tile_cache {
-		name fake
+		name fake-$store
 		upstream http://127.0.0.1:$FAKE_PORT/wms
-		storage $TMP/store-fake
+		storage $TMP/store-fake-$store
+		$s3_block
 		upstream_concurrency $CONC
 		timeout 60s
 EOF
-	for i in $(seq "$NLAYERS"); do
-		printf '\t\tlayer bench:r%d {\n\t\t\tupstream_layers test:polygons\n\t\t\tgridsets EPSG:4326\n\t\t\tformats image/png\n\t\t\tmetatile 4 4\n\t\t}\n' "$i"
+		for i in $(seq "$NLAYERS"); do
+			printf '\t\tlayer bench:r%d {\n\t\t\tupstream_layers test:polygons\n\t\t\tgridsets EPSG:4326\n\t\t\tformats image/png\n\t\t\tmetatile 4 4\n\t\t}\n' "$i"
+		done
+		printf '\t}\n}\n'
 	done
 	cat <<EOF
-	}
-}
 
 # B: the real MapServer
 :$PORT_M {
@@ -358,32 +400,34 @@ out "EPSG:4326 level $SEED_Z of a fresh layer: $TILES_A tiles = $METAS_A metatil
 out "fake WMS answer: the 1024x1024 MapServer metatile of test:polygons at BBOX=0,0,45,45 ($(stat -c %s "$TMP/source.png") bytes as MapServer"
 out "sent it), served by the fake WMS byte for byte: $(curl -s -o /dev/null -w '%{size_download}' "http://127.0.0.1:$FAKE_PORT/wms?REQUEST=GetMap&WIDTH=1024&HEIGHT=1024") bytes"
 out ""
-out "$(printf '%-6s %-5s %7s %8s %9s %9s %7s %9s %7s %6s %6s %6s' round delay tiles secs tiles/s limit '%lim' caddy-ms/m busy% caddy fake other)"
-declare -A RES # per delay: tiles/s values
+out "$(printf '%-6s %-6s %-5s %7s %8s %9s %9s %7s %9s %7s %6s %6s %6s' round store delay tiles secs tiles/s limit '%lim' caddy-ms/m busy% caddy fake other)"
+declare -A RES # per "delay store": tiles/s values
 layer_no=0
 for round in $(seq "$ROUNDS"); do
 	for d in $DELAYS; do
 		layer_no=$((layer_no + 1))
-		curl -s -m 5 -o /dev/null "http://127.0.0.1:$FAKE_PORT/control?delay=$d&reset=1" || die "fakewms control"
-		wait_quiet
-		snap a0
-		url=$(submit "http://127.0.0.1:$PORT_F" "bench:r$layer_no" "$(seed_json "$SEED_Z" "$SEED_Z")")
-		wait_task "$url" 300
-		snap a1
-		usage a0 a1
-		processed=$(jq -r .processed <<<"$TASK_JSON")
-		failed=$(jq -r .failedTiles <<<"$TASK_JSON")
-		((processed == TILES_A && failed == 0)) || die "task: processed $processed failed $failed of $TILES_A"
-		gm=$(curl -s -m 5 "http://127.0.0.1:$FAKE_PORT/stats" | jq -r .getmap)
-		((gm == METAS_A)) || die "fake WMS saw $gm GetMaps, expected $METAS_A"
-		secs=$(task_secs)
-		ms=${d%ms}
-		read -r tps limit pct cpm busy < <(awk -v n="$processed" -v s="$secs" -v w="$WORKERS" -v d="$ms" \
-			-v cs="$U_caddy_s" -v m="$METAS_A" 'BEGIN {
-			tps = n / s; lim = w * 16 / (d / 1000)
-			printf "%.0f %.0f %.1f %.1f %.0f\n", tps, lim, 100 * tps / lim, 1000 * cs / m, 100 * m * d / 1000 / (s * w) }')
-		RES[$d]+="$tps "
-		out "$(printf '%-6s %-5s %7d %8.2f %9s %9s %7s %9s %7s %6s %6s %6s' "$round" "$d" "$processed" "$secs" "$tps" "$limit" "$pct" "$cpm" "$busy" "$U_caddy" "$U_fake" "$U_other")"
+		for store in $STORES; do
+			curl -s -m 5 -o /dev/null "http://127.0.0.1:$FAKE_PORT/control?delay=$d&reset=1" || die "fakewms control"
+			wait_quiet
+			snap a0
+			url=$(submit "http://127.0.0.1:${STORE_PORT[$store]}" "bench:r$layer_no" "$(seed_json "$SEED_Z" "$SEED_Z")")
+			wait_task "$url" 300
+			snap a1
+			usage a0 a1
+			processed=$(jq -r .processed <<<"$TASK_JSON")
+			failed=$(jq -r .failedTiles <<<"$TASK_JSON")
+			((processed == TILES_A && failed == 0)) || die "task: processed $processed failed $failed of $TILES_A"
+			gm=$(curl -s -m 5 "http://127.0.0.1:$FAKE_PORT/stats" | jq -r .getmap)
+			((gm == METAS_A)) || die "fake WMS saw $gm GetMaps, expected $METAS_A"
+			secs=$(task_secs)
+			ms=${d%ms}
+			read -r tps limit pct cpm busy < <(awk -v n="$processed" -v s="$secs" -v w="$WORKERS" -v d="$ms" \
+				-v cs="$U_caddy_s" -v m="$METAS_A" 'BEGIN {
+				tps = n / s; lim = w * 16 / (d / 1000)
+				printf "%.0f %.0f %.1f %.1f %.0f\n", tps, lim, 100 * tps / lim, 1000 * cs / m, 100 * m * d / 1000 / (s * w) }')
+			RES["$d $store"]+="$tps "
+			out "$(printf '%-6s %-6s %-5s %7d %8.2f %9s %9s %7s %9s %7s %6s %6s %6s' "$round" "$store" "$d" "$processed" "$secs" "$tps" "$limit" "$pct" "$cpm" "$busy" "$U_caddy" "$U_fake" "$U_other")"
+		done
 	done
 done
 out ""
@@ -391,8 +435,11 @@ out "tiles/s = processed / (finished - started), from GET /rest/tasks/<id>.json;
 out "caddy-ms/m = Caddy CPU ms per metatile; busy% = share of the run the $WORKERS upstream slots spent rendering"
 out "(metatiles x delay / (secs x workers)); caddy, fake, other = cores used during the run by Caddy, the fake WMS"
 out "and everything else on the machine (the 2 cores are shared)."
+((S3)) && out "s3 rows: tiles in a MinIO bucket on loopback; MinIO's CPU is in 'other'."
 for d in $DELAYS; do
-	out "  $d: median $(tr ' ' '\n' <<<"${RES[$d]}" | grep . | sort -n | awk '{ a[NR] = $1 } END { print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2) }') tiles/s"
+	for store in $STORES; do
+		out "  $d $store: median $(tr ' ' '\n' <<<"${RES["$d $store"]}" | grep . | sort -n | awk '{ a[NR] = $1 } END { print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2) }') tiles/s"
+	done
 done
 
 if [[ $PROFILE == 1 ]]; then
