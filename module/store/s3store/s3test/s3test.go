@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -54,7 +55,7 @@ func Start(t testing.TB) *Server {
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatalf("MinIO not found at %s (./test.sh builds it; or set TILECACHE_MINIO): %v", bin, err)
 	}
-	s := &Server{t: t, bin: bin, dir: t.TempDir(), Addr: freeAddr(t)}
+	s := &Server{t: t, bin: bin, dir: dataDir(t), Addr: freeAddr(t)}
 	s.Start()
 	t.Cleanup(s.Stop)
 	c, err := minio.New(s.Addr, &minio.Options{Creds: credentials.NewStaticV4(AccessKey, SecretKey, ""), Region: "us-east-1"})
@@ -63,6 +64,21 @@ func Start(t testing.TB) *Server {
 	}
 	s.Client = c
 	return s
+}
+
+// dataDir is the server's data folder: in memory (/dev/shm) when there is
+// room, where MinIO stores small objects twice as fast as on disk (the
+// 100,000-tile truncation test fills its bucket in 1 minute instead of 2).
+// The folder holds only test data and goes with the test.
+func dataDir(t testing.TB) string {
+	var fs syscall.Statfs_t
+	if syscall.Statfs("/dev/shm", &fs) == nil && uint64(fs.Bavail)*uint64(fs.Bsize) > 4<<30 {
+		if d, err := os.MkdirTemp("/dev/shm", "tilecache-minio-"); err == nil {
+			t.Cleanup(func() { os.RemoveAll(d) })
+			return filepath.Join(d, "data")
+		}
+	}
+	return filepath.Join(t.TempDir(), "data")
 }
 
 func freeAddr(t testing.TB) string {
