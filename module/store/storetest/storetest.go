@@ -40,7 +40,9 @@ func with(set store.Set, change func(*store.Set)) store.Set { change(&set); retu
 
 // image is a tile's content: it names the tile, so a tile read back under
 // another key shows.
-func image(k store.Key) []byte { return fmt.Appendf(nil, "%s|%s|%s|%s|%d/%d/%d", k.Layer, k.Gridset, k.Format, k.Params, k.Z, k.X, k.Y) }
+func image(k store.Key) []byte {
+	return fmt.Appendf(nil, "%s|%s|%s|%s|%d/%d/%d", k.Layer, k.Gridset, k.Format, k.Params, k.Z, k.X, k.Y)
+}
 
 // fill stores the w×h block of tiles at (x0, y0), level z, 64 to a Put
 // (about a metatile, as the handler and the seeder write).
