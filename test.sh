@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The README's second command: the whole test suite.
 # Installs MapServer for the end-to-end tests, GDAL, OWSLib and QGIS for the
-# GIS client tests and Chromium for the browser
-# tests (Debian packages; needs root), then runs every Go test: unit tests,
-# the S3 store against a real MinIO, the caddytest suite in a real Caddy (in-process, and as a process it
-# kills), the end-to-end tests against the real MapServer, and the pages in
+# GIS client tests and Chromium for the browser tests (Debian packages;
+# needs root), then runs every Go test: unit tests, the S3 store against a
+# real MinIO, the caddytest suite in a real Caddy (in-process, and as a
+# process it kills) once per tile store (Badger, S3, S3 with a local
+# tier), the end-to-end tests against the real MapServer, and the pages in
 # a headless browser.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -23,3 +24,9 @@ fi
 TILECACHE_MINIO=$(bash module/store/s3store/s3test/install.sh)
 export TILECACHE_MINIO
 go test -count=1 -timeout 25m ./...
+# The Caddy-level suite again with every cache's tiles in S3 (MinIO), then
+# in S3 behind a local tier: the same tests, table-driven by store
+# (caddytest/stores_test.go), about 3 minutes each.
+for s in s3 s3-local; do
+  TILECACHE_TEST_STORE=$s go test -count=1 -timeout 25m ./caddytest/
+done

@@ -47,7 +47,7 @@ func adminConfig(t *testing.T, f *fakeWMS, storage, adminOpts, layers string) st
 	}
 	return siteConfig{admin: ptr(adminOpts), upstream: f.URL, tiles: `
 		upstream ` + f.URL + `/wms
-		storage ` + storage + `
+		storage ` + storeLines(storage) + `
 		timeout 2s
 		` + layers}.String()
 }

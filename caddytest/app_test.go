@@ -51,7 +51,7 @@ func TestTwoCachesWithOneNameAreRefused(t *testing.T) {
 	f := newFakeWMS(t)
 	up := "upstream " + f.URL + "/wms\n\t\tlayer test:a"
 	// Unnamed: both would be "default".
-	msg := loadRefused(t, twoSites(f, up+"\n\t\tstorage "+storageDir(t), up+"\n\t\tstorage "+storageDir(t)))
+	msg := loadRefused(t, twoSites(f, up+"\n\t\tstorage "+storeLines(storageDir(t)), up+"\n\t\tstorage "+storeLines(storageDir(t))))
 	for _, want := range []string{`two caches are named "default" with different settings`, "give each its own name"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("error %q lacks %q", msg, want)
@@ -91,7 +91,7 @@ func TestCachesInTheGlobalOptions(t *testing.T) {
 				gridsets EPSG:4326
 			}
 		}
-	}`, f.URL, storageDir(t))
+	}`, f.URL, storeLines(storageDir(t)))
 	loadWhole(t, globalOptions(global)+siteConfig{admin: ptr("cache world"), upstream: f.URL, tiles: "name world"}.String())
 	path := submit(t, "test:a", "json", `{"seedRequest":{"gridSetId":"EPSG:4326","zoomStart":0,"zoomStop":1,"type":"seed"}}`)
 	if ti := waitTask(t, path); ti.Status != 2 || ti.Processed != 10 {

@@ -53,7 +53,7 @@ http://localhost:%d {
 	root * %s
 	file_server
 }
-`, httpPort, extra, pages, f.URL, storageDir(t), strings.TrimPrefix(f.URL, "http://"), otherPort, pages)
+`, httpPort, extra, pages, f.URL, storeLines(storageDir(t)), strings.TrimPrefix(f.URL, "http://"), otherPort, pages)
 }
 
 // Leaflet 1.9 (L.tileLayer.wms in EPSG:3857 and EPSG:4326, L.tileLayer on

@@ -270,7 +270,7 @@ func (b *browser) shoot(name string) (string, error) {
 func demoConfig(f *fakeWMS, storage, layers string) string {
 	return siteConfig{upstream: f.URL, tiles: `
 		upstream ` + f.URL + `/wms
-		storage ` + storage + `
+		storage ` + storeLines(storage) + `
 		services {
 			demo /demo
 			wmts /wmts

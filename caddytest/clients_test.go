@@ -50,7 +50,7 @@ func runClientScript(t *testing.T, script, imports string, minChecks int) {
 	up := mapServer(t)
 	load(t, siteConfig{upstream: up, tiles: `
 		upstream ` + up + `
-		storage ` + storageDir(t) + `
+		storage ` + storeLines(storageDir(t)) + `
 		timeout 60s
 		neutral_params DPI MAP_RESOLUTION FORMAT_OPTIONS
 		services {

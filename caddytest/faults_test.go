@@ -224,7 +224,7 @@ func newFaultEnv(t *testing.T, tileOpts, adminOpts string) *faultEnv {
 			name ` + e.name + `
 			# the map file's path must not reach users in error messages
 			upstream ` + f.URL + `/wms?map=/srv/secret/world.map
-			storage ` + storageDir(t) + `
+			storage ` + storeLines(storageDir(t)) + `
 			timeout 500ms
 			` + tileOpts + `
 			layer test:f {

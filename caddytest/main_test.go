@@ -41,16 +41,27 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
+	checkStore, stopStore, err := startStore()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "caddytest: the tile store did not start:", err)
+		os.Exit(1)
+	}
 	// Start Caddy ourselves instead of leaving it to caddytest, which
 	// *skips* every test when Caddy does not come up: here that is a failure.
 	if err := startCaddy(); err != nil {
 		fmt.Fprintln(os.Stderr, "caddytest: Caddy did not start:", err)
+		stopStore()
 		os.Exit(1)
 	}
 	code := m.Run()
 	for _, f := range atExit {
 		f()
 	}
+	if err := checkStore(); err != nil && code == 0 {
+		fmt.Fprintln(os.Stderr, "caddytest:", err)
+		code = 1
+	}
+	stopStore()
 	os.RemoveAll(storageRoot)
 	os.Exit(code)
 }

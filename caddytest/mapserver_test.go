@@ -63,7 +63,7 @@ func freePort() (int, error) {
 func mapserverConfig(upstream, storage, metatile string) string {
 	return siteConfig{upstream: upstream, tiles: `
 		upstream ` + upstream + `
-		storage ` + storage + `
+		storage ` + storeLines(storage) + `
 		timeout 60s
 		layer test:polygons {
 			gridsets EPSG:4326 EPSG:900913
@@ -179,7 +179,7 @@ func TestMapServerSeedLevels0To4ThenAllHits(t *testing.T) {
 	up := mapServer(t)
 	cfg := siteConfig{admin: ptr("workers 2"), upstream: up, tiles: `
 			upstream ` + up + `
-			storage ` + storageDir(t) + `
+			storage ` + storeLines(storageDir(t)) + `
 			timeout 60s
 			layer test:polygons {
 				gridsets EPSG:4326 EPSG:900913
@@ -212,7 +212,7 @@ func TestMapServerSeededTilesAreTheMetatilesPixels(t *testing.T) {
 	up := mapServer(t)
 	load(t, siteConfig{admin: ptr("workers 2"), upstream: up, tiles: `
 		upstream ` + up + `
-		storage ` + storageDir(t) + `
+		storage ` + storeLines(storageDir(t)) + `
 		timeout 60s
 		layer test:polygons {
 			gridsets EPSG:4326

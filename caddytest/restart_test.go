@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tilecache/caddy-tilecache/module/store"
 )
 
 // These tests run Caddy as a separate process, built from cmd/caddy, so
@@ -103,7 +102,7 @@ func procConfig(f *fakeWMS, storage string) string {
 }
 `, procAdmin, procPort) + siteConfig{port: procPort, admin: ptr("workers 1\ncheckpoint_interval 100ms"), tiles: `
 		upstream ` + f.URL + `/wms
-		storage ` + storage + `
+		storage ` + storeLines(storage) + `
 		layer test:a {
 			gridsets EPSG:4326
 		}`}.String()
@@ -170,13 +169,8 @@ func runResumeTest(t *testing.T, sig syscall.Signal) {
 	}
 	// Every stored tile decodes: nothing half-written survived.
 	p2.stop(t, syscall.SIGTERM)
-	st, err := store.Open(dir, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Release()
 	n := 0
-	err = st.EachTile(func(data []byte) error {
+	err := eachTile(t, dir, func(data []byte) error {
 		n++
 		_, _, err := image.Decode(bytes.NewReader(data))
 		return err

@@ -307,7 +307,7 @@ func TestServicesDocumentsLeadToTheTiles(t *testing.T) {
 	f := newFakeWMS(t)
 	load(t, siteConfig{mount: "/geo", upstream: f.URL, tiles: `
 			upstream ` + f.URL + `/wms
-			storage ` + storageDir(t) + `
+			storage ` + storeLines(storageDir(t)) + `
 			layer test:a {
 				gridsets EPSG:4326 EPSG:900913
 				param STYLES {
@@ -449,14 +449,14 @@ func TestServicesJSONConfigAndDemoInfo(t *testing.T) {
 		"listen": [":%d"],
 		"automatic_https": {"disable": true},
 		"routes": [{"handle": [
-			{"handler": "tile_cache", "upstream": %q, "storage": %q,
+			{"handler": "tile_cache", "upstream": %q, %s,
 			 "layers": [{"name": "test:j", "gridsets": ["EPSG:900913"], "formats": ["image/png"],
 			             "parameters": [{"key": "STYLES", "default": "", "values": ["", "dark"]}]}],
 			 "services": {"wmts": "/ogc/wmts", "xyz": "/tiles", "demo": "/ogc/demo"}},
 			{"handler": "reverse_proxy", "upstreams": [{"dial": %q}]}
 		]}]
 	}}}}
-}`, adminAddr, httpPort, httpPort, f.URL+"/wms", storageDir(t), u.Host)
+}`, adminAddr, httpPort, httpPort, f.URL+"/wms", storeJSON(storageDir(t)), u.Host)
 	newJSONTester(t, cfg)
 	a := get(t, site("/ogc/wmts?SERVICE=WMTS&REQUEST=GetCapabilities"))
 	if a.status != 200 || !bytes.Contains(a.body, []byte(`template="`+site("/ogc/wmts/1.0.0/test:j/{Style}/"))) {

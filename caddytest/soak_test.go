@@ -56,7 +56,8 @@ func TestSoak(t *testing.T) {
 			gridsets EPSG:4326
 			metatile 2 2
 		}`
-	cfg := adminConfig(t, &fakeWMS{Server: up}, storageDir(t), "workers 2\n\t\t\tretry_wait 10ms", layers)
+	dir := storageDir(t)
+	cfg := adminConfig(t, &fakeWMS{Server: up}, dir, "workers 2\n\t\t\tretry_wait 10ms", layers)
 	load(t, cfg)
 	// Hits to come: test:a levels 0..3.
 	waitTask(t, submit(t, "test:a", "json", `{"seedRequest":{"gridSetId":"EPSG:4326","zoomStart":0,"zoomStop":3,"threadCount":2}}`))
@@ -159,7 +160,7 @@ func TestSoak(t *testing.T) {
 	}
 	// Every stored tile decodes.
 	n := 0
-	err := cacheStore(t).EachTile(func(data []byte) error {
+	err := eachTile(t, dir, func(data []byte) error {
 		n++
 		_, _, err := image.Decode(bytes.NewReader(data))
 		return err

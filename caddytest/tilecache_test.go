@@ -18,7 +18,7 @@ import (
 func fakeConfig(t *testing.T, f *fakeWMS, storage, extra string) string {
 	return siteConfig{upstream: f.URL, tiles: `
 		upstream ` + f.URL + `/wms?map=/srv/world.map
-		storage ` + storage + `
+		storage ` + storeLines(storage) + `
 		timeout 1s
 		layer test:a {
 			gridsets EPSG:4326 EPSG:900913
@@ -371,13 +371,13 @@ func TestJSONConfig(t *testing.T) {
 		"listen": [":%d"],
 		"automatic_https": {"disable": true},
 		"routes": [{"handle": [
-			{"handler": "tile_cache", "upstream": %q, "storage": %q,
+			{"handler": "tile_cache", "upstream": %q, %s,
 			 "layers": [{"name": "test:j", "gridsets": ["EPSG:900913"], "metatile_width": 1, "metatile_height": 1,
 			             "parameters": [{"key": "CQL_FILTER", "default": "1=1", "regex": "[a-z0-9=]+"}]}]},
 			{"handler": "reverse_proxy", "upstreams": [{"dial": %q}]}
 		]}]
 	}}}}
-}`, adminAddr, httpPort, httpPort, f.URL+"/wms", storageDir(t), u.Host)
+}`, adminAddr, httpPort, httpPort, f.URL+"/wms", storeJSON(storageDir(t)), u.Host)
 	newJSONTester(t, cfg)
 	a := get(t, siteURL(tileQuery("test:j", "EPSG:900913", gridset.Index{X: 1, Y: 1, Z: 1})))
 	mustTile(t, a, "MISS")

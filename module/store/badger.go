@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -230,7 +231,8 @@ func (s *Badger) Generation(layer string) uint64 {
 }
 
 // Get implements Store.
-func (s *Badger) Get(k Key, dst []byte) (Tile, error) {
+// ctx is ignored: a local read takes microseconds.
+func (s *Badger) Get(_ context.Context, k Key, dst []byte) (Tile, error) {
 	if !s.enter() {
 		return Tile{}, ErrClosed
 	}

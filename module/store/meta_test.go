@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -108,7 +109,7 @@ func TestClosedStoreFailsFast(t *testing.T) {
 		t.Fatal(err)
 	}
 	k := Key{Set: Set{Layer: "L", Gridset: "G", Format: "F", Params: "P"}}
-	if _, err := s.Get(k, nil); err != ErrClosed {
+	if _, err := s.Get(context.Background(), k, nil); err != ErrClosed {
 		t.Errorf("Get: %v", err)
 	}
 	if err := s.Put([]Entry{{Key: k, Data: []byte("x")}}, time.Now()); err != ErrClosed {
@@ -144,7 +145,7 @@ func TestWritesRefusedOnAFullDisk(t *testing.T) {
 	if err := s.PutTask(1, []byte("{}")); err != ErrDiskFull {
 		t.Fatalf("PutTask on a full disk: %v", err)
 	}
-	if _, err := s.Get(k, nil); err != ErrNotFound {
+	if _, err := s.Get(context.Background(), k, nil); err != ErrNotFound {
 		t.Fatalf("the refused tile: %v", err)
 	}
 	free.Store(1 << 30) // space freed: writes go through again at once

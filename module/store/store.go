@@ -4,6 +4,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"time"
 
@@ -35,8 +36,11 @@ type Store interface {
 type Tiles interface {
 	// Get returns the tile under k, its image appended to dst[:0]. The key
 	// is passed by value: a pointer through the interface would escape, and
-	// cost the hit path an allocation.
-	Get(k Key, dst []byte) (Tile, error)
+	// cost the hit path an allocation. ctx is the visitor's request: a
+	// remote store stops asking for a tile nobody waits for any more (a
+	// flood of requests hung up on must not become a flood of requests
+	// to S3); a local one may ignore it.
+	Get(ctx context.Context, k Key, dst []byte) (Tile, error)
 	// Put stores the entries atomically where it can (one metatile is one
 	// batch), all stamped with the same time.
 	Put(entries []Entry, at time.Time) error

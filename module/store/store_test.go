@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -104,7 +105,7 @@ func rawCount(tb testing.TB, s *Badger, prefix []byte) int {
 
 func present(tb testing.TB, s *Badger, k Key) bool {
 	tb.Helper()
-	_, err := s.Get(k, nil)
+	_, err := s.Get(context.Background(), k, nil)
 	switch {
 	case err == nil:
 		return true
@@ -227,7 +228,7 @@ func TestPutGetHas(t *testing.T) {
 		t.Fatal(err)
 	}
 	dst := make([]byte, 0, 10)
-	tile, err := s.Get(k, dst)
+	tile, err := s.Get(context.Background(), k, dst)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,12 +243,12 @@ func TestPutGetHas(t *testing.T) {
 	}
 
 	absent := Key{Set: set, Z: 3, X: 5, Y: 4}
-	if _, err := s.Get(absent, nil); !errors.Is(err, ErrNotFound) {
+	if _, err := s.Get(context.Background(), absent, nil); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Get(absent) = %v, want ErrNotFound", err)
 	}
 	other := k
 	other.Params = "q"
-	if _, err := s.Get(other, nil); !errors.Is(err, ErrNotFound) {
+	if _, err := s.Get(context.Background(), other, nil); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Get(other params) = %v, want ErrNotFound", err)
 	}
 
@@ -312,7 +313,7 @@ func TestPool(t *testing.T) {
 	if n := Opens() - before; n != 2 {
 		t.Fatalf("Opens grew by %d after reopening, want 2", n)
 	}
-	tile, err := c.Get(k, nil)
+	tile, err := c.Get(context.Background(), k, nil)
 	if err != nil || string(tile.Data) != "durable" {
 		t.Fatalf("after reopening: %q, %v", tile.Data, err)
 	}
@@ -370,7 +371,7 @@ func TestTruncateLayer(t *testing.T) {
 	if err := s.Put([]Entry{{Key: fresh, Data: []byte("new")}}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if tile, err := s.Get(fresh, nil); err != nil || string(tile.Data) != "new" {
+	if tile, err := s.Get(context.Background(), fresh, nil); err != nil || string(tile.Data) != "new" {
 		t.Fatalf("new tile after truncation: %q, %v", tile.Data, err)
 	}
 
@@ -418,7 +419,7 @@ func TestTruncateLayer(t *testing.T) {
 	if g := s.Generation("a"); g != 2 {
 		t.Errorf("generation %d after reopening, want 2", g)
 	}
-	if tile, err := s.Get(fresh, nil); err != nil || string(tile.Data) != "newer" {
+	if tile, err := s.Get(context.Background(), fresh, nil); err != nil || string(tile.Data) != "newer" {
 		t.Errorf("after reopening: %q, %v", tile.Data, err)
 	}
 	if present(t, s, Key{Set: a1, Z: 4, X: 4, Y: 4}) {
@@ -471,7 +472,7 @@ func TestTruncateResumesAfterRestart(t *testing.T) {
 	if n := rawCount(t, s, generationPrefix(nil, "a", 0)); n != 0 {
 		t.Errorf("%d old-generation keys left after the resumed reclaim", n)
 	}
-	if tile, err := s.Get(Key{Set: a, Z: 8, X: 1, Y: 1}, nil); err != nil || string(tile.Data) != "current" {
+	if tile, err := s.Get(context.Background(), Key{Set: a, Z: 8, X: 1, Y: 1}, nil); err != nil || string(tile.Data) != "current" {
 		t.Errorf("current generation's tile: %q, %v", tile.Data, err)
 	}
 	if n := count(t, s, b, 2, everything); n != 9 {
@@ -827,7 +828,7 @@ func BenchmarkGet(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		t, err := s.Get(k, dst)
+		t, err := s.Get(context.Background(), k, dst)
 		if err != nil || len(t.Data) != 20_000 {
 			b.Fatal(err)
 		}

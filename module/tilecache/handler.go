@@ -208,9 +208,11 @@ func (c *Cache) serveTile(w http.ResponseWriter, r *http.Request, tr *tileReques
 	}
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
-	t, err := c.store.Get(key, *bp)
+	t, err := c.store.Get(r.Context(), key, *bp)
 	var stale *store.Tile
 	switch {
+	case err != nil && r.Context().Err() != nil:
+		return nil // the client left while the store was asked
 	case err == nil:
 		*bp = t.Data[:0] // keep the grown buffer for the next request
 		if l.ServerExpiry == 0 || time.Since(t.StoredAt) < l.ServerExpiry {

@@ -1,6 +1,7 @@
 package tilecache
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"sync/atomic"
@@ -22,11 +23,11 @@ type faultStore struct {
 
 var errInjected = errors.New("injected store fault")
 
-func (s *faultStore) Get(k store.Key, dst []byte) (store.Tile, error) {
+func (s *faultStore) Get(ctx context.Context, k store.Key, dst []byte) (store.Tile, error) {
 	if s.failGet.Load() {
 		return store.Tile{}, errInjected
 	}
-	return s.Store.Get(k, dst)
+	return s.Store.Get(ctx, k, dst)
 }
 
 func (s *faultStore) Put(entries []store.Entry, at time.Time) error {

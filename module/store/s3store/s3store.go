@@ -57,6 +57,9 @@ type Config struct {
 	Concurrency int `json:"concurrency,omitempty"`
 }
 
+// MaxConns bounds the connections one store opens to S3.
+const MaxConns = 128
+
 // Store is a tile store in an S3 bucket. It implements store.Tiles.
 type Store struct {
 	cfg    Config
@@ -127,6 +130,10 @@ func Open(cfg Config, log *zap.Logger) (*Store, error) {
 		return nil, err
 	}
 	transport.MaxIdleConnsPerHost = 64 // every node keeps its hot path warm
+	// A flood of visitors must not become a flood of connections to S3
+	// (each costs two goroutines and a socket here, and S3 throttles):
+	// calls past the bound wait for a connection, within their timeout.
+	transport.MaxConnsPerHost = MaxConns
 	client, err := minio.New(cfg.Endpoint, &minio.Options{
 		Creds: creds, Secure: !cfg.Insecure, Region: cfg.Region, BucketLookup: lookup,
 		Transport: transport, MaxRetries: 1,
@@ -195,20 +202,29 @@ func (s *Store) Close() error {
 	return nil
 }
 
-func (s *Store) ctx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), time.Duration(s.cfg.Timeout))
-}
-
 // call runs one S3 request through the breaker: refused at once while S3
 // is considered down, and counted as a success or failure after.
 func (s *Store) call(op string, fn func(ctx context.Context) error) error {
+	return s.callCtx(context.Background(), op, fn)
+}
+
+// callCtx is call on behalf of a caller who may give up (a visitor who
+// hung up): then the request ends at once, and counts neither as a
+// failure of S3 nor in the logs.
+func (s *Store) callCtx(parent context.Context, op string, fn func(ctx context.Context) error) error {
+	if err := parent.Err(); err != nil {
+		return err
+	}
 	if err := s.br.allow(); err != nil {
 		return err
 	}
 	s.calls.Add(1)
-	ctx, cancel := s.ctx()
+	ctx, cancel := context.WithTimeout(parent, time.Duration(s.cfg.Timeout))
 	defer cancel()
 	err := fn(ctx)
+	if err != nil && parent.Err() != nil {
+		return parent.Err()
+	}
 	if err != nil && isNotFound(err) {
 		s.br.success() // S3 answered
 		return store.ErrNotFound
@@ -237,13 +253,13 @@ const (
 )
 
 // Get implements store.Tiles.
-func (s *Store) Get(k store.Key, dst []byte) (store.Tile, error) {
+func (s *Store) Get(ctx context.Context, k store.Key, dst []byte) (store.Tile, error) {
 	gen, err := s.generation(k.Layer)
 	if err != nil {
 		return store.Tile{}, err
 	}
 	var t store.Tile
-	err = s.call("get", func(ctx context.Context) error {
+	err = s.callCtx(ctx, "get", func(ctx context.Context) error {
 		body, info, _, err := s.core.GetObject(ctx, s.cfg.Bucket, s.tileKey(&k, gen), minio.GetObjectOptions{})
 		if err != nil {
 			return err

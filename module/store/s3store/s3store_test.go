@@ -81,7 +81,7 @@ func TestObjectsUnderDocumentedKeys(t *testing.T) {
 	}
 
 	k := store.Key{Set: png, Z: 2, X: 5, Y: 3}
-	tile, err := s.Get(k, make([]byte, 0, 4))
+	tile, err := s.Get(context.Background(), k, make([]byte, 0, 4))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestObjectsUnderDocumentedKeys(t *testing.T) {
 		t.Fatalf("Get = %q stored %v etag %x; want the stored tile, stamp %v, etag %x",
 			tile.Data, tile.StoredAt, tile.ETag, at, store.ETagOf(tile.Data))
 	}
-	if _, err := s.Get(store.Key{Set: png, Z: 2, X: 5, Y: 4}, nil); !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.Get(context.Background(), store.Key{Set: png, Z: 2, X: 5, Y: 4}, nil); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("Get of a missing tile: %v, want ErrNotFound", err)
 	}
 
@@ -141,7 +141,7 @@ func TestDeleteRangeDeletesExactlyTheRange(t *testing.T) {
 	for _, x := range all {
 		for _, y := range all {
 			for _, z := range []int{3, 4} {
-				_, err := s.Get(store.Key{Set: png, Z: z, X: x, Y: y}, nil)
+				_, err := s.Get(context.Background(), store.Key{Set: png, Z: z, X: x, Y: y}, nil)
 				gone := z == 4 && x >= 1 && x <= 10 && y >= 2 && y <= 3
 				if gone != errors.Is(err, store.ErrNotFound) || (!gone && err != nil) {
 					t.Errorf("tile %d/%d/%d: %v (in range: %v)", z, x, y, err, gone)
@@ -207,10 +207,10 @@ func TestTruncateLayerCostsTwoRequests(t *testing.T) {
 		if c := s.calls.Load() - before; c != 2 {
 			t.Fatalf("truncating a layer of %d tiles took %d requests, want 2", n, c)
 		}
-		if _, err := s.Get(store.Key{Set: png, Z: 12, X: 0, Y: 0}, nil); !errors.Is(err, store.ErrNotFound) {
+		if _, err := s.Get(context.Background(), store.Key{Set: png, Z: 12, X: 0, Y: 0}, nil); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("a truncated tile is still served: %v", err)
 		}
-		if _, err := s.Get(store.Key{Set: other, Z: 1}, nil); err != nil {
+		if _, err := s.Get(context.Background(), store.Key{Set: other, Z: 1}, nil); err != nil {
 			t.Fatalf("truncating one layer lost another's tile: %v", err)
 		}
 		// Reclaim deletes exactly the old generation's objects.
@@ -247,7 +247,7 @@ func TestGenerationSeenFromAnotherStore(t *testing.T) {
 	if err := a.Put([]store.Entry{{Key: k, Data: []byte("x")}}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := other.Get(k, nil); err != nil {
+	if _, err := other.Get(context.Background(), k, nil); err != nil {
 		t.Fatalf("the other node does not see the tile: %v", err)
 	}
 	if err := a.TruncateLayer(k.Layer); err != nil {
@@ -255,7 +255,7 @@ func TestGenerationSeenFromAnotherStore(t *testing.T) {
 	}
 	deadline := time.Now().Add(refreshEvery + 2*time.Second)
 	for {
-		_, err := other.Get(k, nil)
+		_, err := other.Get(context.Background(), k, nil)
 		if errors.Is(err, store.ErrNotFound) {
 			break
 		}
@@ -279,12 +279,12 @@ func TestOutage(t *testing.T) {
 	}
 	m.Stop()
 	for i := 0; i < 5; i++ {
-		if _, err := s.Get(k, nil); err == nil || errors.Is(err, store.ErrNotFound) {
+		if _, err := s.Get(context.Background(), k, nil); err == nil || errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("Get with S3 down: %v, want an error that is not ErrNotFound", err)
 		}
 	}
 	before := s.calls.Load()
-	_, err := s.Get(k, nil)
+	_, err := s.Get(context.Background(), k, nil)
 	if !errors.Is(err, store.ErrUnavailable) || s.calls.Load() != before || s.Ready() {
 		t.Fatalf("after 5 failures: %v (requests made: %d); want ErrUnavailable without a request", err, s.calls.Load()-before)
 	}
@@ -294,7 +294,7 @@ func TestOutage(t *testing.T) {
 	m.Start()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		tile, err := s.Get(k, nil)
+		tile, err := s.Get(context.Background(), k, nil)
 		if err == nil {
 			if string(tile.Data) != "x" {
 				t.Fatalf("after the outage: %q, want the tile stored before it", tile.Data)
@@ -339,7 +339,7 @@ func TestOpenRefusesWrongSettings(t *testing.T) {
 	if s.Ready() {
 		t.Error("a store whose endpoint does not answer says it is ready")
 	}
-	if _, err := s.Get(store.Key{Set: png, Z: 0}, nil); !errors.Is(err, store.ErrUnavailable) {
+	if _, err := s.Get(context.Background(), store.Key{Set: png, Z: 0}, nil); !errors.Is(err, store.ErrUnavailable) {
 		t.Errorf("Get from a store that started degraded: %v", err)
 	}
 }
@@ -353,4 +353,46 @@ func TestTilesContract(t *testing.T) {
 		n++
 		return openStore(t, m, m.Bucket(fmt.Sprintf("contract-%d", n)))
 	})
+}
+
+// TestGetGivesUpWithItsCaller: a Get whose visitor hung up ends at once,
+// asks S3 nothing if it had not yet, and is no failure of S3: a flood of
+// abandoned requests neither queues on S3 nor opens the breaker.
+func TestGetGivesUpWithItsCaller(t *testing.T) {
+	m := minioFor(t)
+	s := openStore(t, m, m.Bucket("gone"))
+	k := store.Key{Set: png, Z: 1}
+	if err := s.Put([]store.Entry{{Key: k, Data: []byte("tile")}}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	before := s.calls.Load()
+	if _, err := s.Get(gone, k, nil); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Get for a caller already gone = %v, want context.Canceled", err)
+	}
+	if n := s.calls.Load() - before; n != 0 {
+		t.Fatalf("Get for a caller already gone made %d requests", n)
+	}
+	// S3 hangs; callers give up after 100 ms, more of them than the
+	// breaker's failure threshold.
+	m.Pause()
+	for i := 0; i < 8; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		start := time.Now()
+		_, err := s.Get(ctx, k, nil)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			m.Resume()
+			t.Fatalf("Get given up by its caller = %v, want the caller's context error", err)
+		}
+		if took := time.Since(start); took > 2*time.Second {
+			m.Resume()
+			t.Fatalf("Get went on %v after its caller gave up at 100 ms", took)
+		}
+	}
+	m.Resume()
+	if tile, err := s.Get(context.Background(), k, nil); err != nil || string(tile.Data) != "tile" {
+		t.Fatalf("after callers gave up on a hanging S3: %q, %v (the breaker counted them as failures?)", tile.Data, err)
+	}
 }

@@ -7,6 +7,7 @@ package storetest
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -78,7 +79,7 @@ func stored(t *testing.T, s store.Tiles, keys []store.Key) []bool {
 	t.Helper()
 	out := make([]bool, len(keys))
 	for i, k := range keys {
-		tile, err := s.Get(k, nil)
+		tile, err := s.Get(context.Background(), k, nil)
 		switch {
 		case err == nil:
 			if !bytes.Equal(tile.Data, image(k)) {
@@ -100,7 +101,7 @@ func putGetHas(t *testing.T, s store.Tiles) {
 	if err := s.Put([]store.Entry{{Key: k, Data: data}, {Key: next, Data: []byte("x")}}, at); err != nil {
 		t.Fatal(err)
 	}
-	tile, err := s.Get(k, make([]byte, 0, 10))
+	tile, err := s.Get(context.Background(), k, make([]byte, 0, 10))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +114,7 @@ func putGetHas(t *testing.T, s store.Tiles) {
 	if tile.ETag != store.ETagOf(data) {
 		t.Errorf("ETag = %x, want %x", tile.ETag, store.ETagOf(data))
 	}
-	if again, _ := s.Get(next, nil); again.ETag == tile.ETag {
+	if again, _ := s.Get(context.Background(), next, nil); again.ETag == tile.ETag {
 		t.Error("two different tiles have the same ETag")
 	}
 
@@ -126,7 +127,7 @@ func putGetHas(t *testing.T, s store.Tiles) {
 		"another gridset": {Set: with(pngSet, func(s *store.Set) { s.Gridset = "EPSG:3857" }), Z: 3, X: 4, Y: 5},
 		"another layer":   {Set: with(pngSet, func(s *store.Set) { s.Layer = "test:b" }), Z: 3, X: 4, Y: 5},
 	} {
-		if _, err := s.Get(other, nil); !errors.Is(err, store.ErrNotFound) {
+		if _, err := s.Get(context.Background(), other, nil); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("Get(%s) = %v, want ErrNotFound", name, err)
 		}
 	}
@@ -148,7 +149,7 @@ func putGetHas(t *testing.T, s store.Tiles) {
 	if err := s.Put([]store.Entry{{Key: k, Data: []byte("new")}}, later); err != nil {
 		t.Fatal(err)
 	}
-	tile, err = s.Get(k, nil)
+	tile, err = s.Get(context.Background(), k, nil)
 	if err != nil || string(tile.Data) != "new" || !tile.StoredAt.Equal(later) {
 		t.Fatalf("after a second Put: %q stored at %v, %v; want %q at %v", tile.Data, tile.StoredAt, err, "new", later)
 	}

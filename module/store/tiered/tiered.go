@@ -4,6 +4,7 @@
 package tiered
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"time"
@@ -78,9 +79,9 @@ func (s *Store) Release() error {
 }
 
 // Get implements store.Tiles.
-func (s *Store) Get(k store.Key, dst []byte) (store.Tile, error) {
+func (s *Store) Get(ctx context.Context, k store.Key, dst []byte) (store.Tile, error) {
 	if s.hot {
-		t, err := s.local.Get(k, dst)
+		t, err := s.local.Get(ctx, k, dst)
 		if err == nil {
 			return t, nil
 		}
@@ -88,7 +89,7 @@ func (s *Store) Get(k store.Key, dst []byte) (store.Tile, error) {
 			s.log.Warn("local tier read failed", zap.Error(err))
 		}
 	}
-	t, err := s.remote.Get(k, dst)
+	t, err := s.remote.Get(ctx, k, dst)
 	if err != nil || !s.hot {
 		return t, err
 	}

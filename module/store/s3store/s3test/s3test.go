@@ -5,6 +5,7 @@ package s3test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -27,9 +28,20 @@ const (
 	SecretKey = "tilecache-test-secret"
 )
 
+// T is what a Server needs of its test: a testing.TB, or the stand-in
+// StartShared gives a TestMain.
+type T interface {
+	Helper()
+	Fatalf(format string, args ...any)
+	Cleanup(func())
+	TempDir() string
+}
+
+var _ T = testing.TB(nil)
+
 // Server is one MinIO process with its data in a test's temporary folder.
 type Server struct {
-	t        testing.TB
+	t        T
 	bin, dir string
 	Addr     string // host:port on 127.0.0.1
 	Client   *minio.Client
@@ -49,7 +61,7 @@ func Binary() string {
 
 // Start runs MinIO until the test ends. It fails the test (never skips)
 // when the binary is missing: test.sh installs it.
-func Start(t testing.TB) *Server {
+func Start(t T) *Server {
 	t.Helper()
 	bin := Binary()
 	if _, err := os.Stat(bin); err != nil {
@@ -60,7 +72,7 @@ func Start(t testing.TB) *Server {
 	t.Cleanup(s.Stop)
 	c, err := minio.New(s.Addr, &minio.Options{Creds: credentials.NewStaticV4(AccessKey, SecretKey, ""), Region: "us-east-1"})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v", err)
 	}
 	s.Client = c
 	return s
@@ -70,7 +82,7 @@ func Start(t testing.TB) *Server {
 // room, where MinIO stores small objects twice as fast as on disk (the
 // 100,000-tile truncation test fills its bucket in 1 minute instead of 2).
 // The folder holds only test data and goes with the test.
-func dataDir(t testing.TB) string {
+func dataDir(t T) string {
 	var fs syscall.Statfs_t
 	if syscall.Statfs("/dev/shm", &fs) == nil && uint64(fs.Bavail)*uint64(fs.Bsize) > 4<<30 {
 		if d, err := os.MkdirTemp("/dev/shm", "tilecache-minio-"); err == nil {
@@ -81,10 +93,10 @@ func dataDir(t testing.TB) string {
 	return filepath.Join(t.TempDir(), "data")
 }
 
-func freeAddr(t testing.TB) string {
+func freeAddr(t T) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v", err)
 	}
 	defer l.Close()
 	return l.Addr().String()
@@ -138,6 +150,21 @@ func (s *Server) Stop() {
 	s.cmd = nil
 }
 
+// Pause freezes the process (SIGSTOP): connections are accepted by the
+// kernel and never answered, as from an S3 that hangs. Resume thaws it.
+func (s *Server) Pause() { s.signal(syscall.SIGSTOP) }
+
+// Resume undoes Pause.
+func (s *Server) Resume() { s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd != nil {
+		s.cmd.Process.Signal(sig)
+	}
+}
+
 // Bucket makes a new bucket and returns its name.
 func (s *Server) Bucket(name string) string {
 	s.t.Helper()
@@ -158,4 +185,50 @@ func (s *Server) Keys(bucket, prefix string) []string {
 		keys = append(keys, o.Key)
 	}
 	return keys
+}
+
+// StartShared starts a MinIO for a whole test binary, from its TestMain,
+// where there is no *testing.T: stop ends it and removes its data. A
+// failure to start is returned; a failure later (making a bucket) panics.
+func StartShared() (s *Server, stop func(), err error) {
+	m := &mainT{}
+	defer func() {
+		if r := recover(); r != nil {
+			if f, ok := r.(mainFailure); ok {
+				m.cleanup()
+				s, stop, err = nil, nil, errors.New(string(f))
+				return
+			}
+			panic(r)
+		}
+	}()
+	return Start(m), m.cleanup, nil
+}
+
+type mainFailure string
+
+// mainT is T for a TestMain: failures panic (StartShared turns the ones
+// while starting into its error), cleanups run at stop.
+type mainT struct{ cleanups []func() }
+
+func (*mainT) Helper() {}
+
+func (*mainT) Fatalf(format string, args ...any) { panic(mainFailure(fmt.Sprintf(format, args...))) }
+
+func (m *mainT) Cleanup(f func()) { m.cleanups = append(m.cleanups, f) }
+
+func (m *mainT) TempDir() string {
+	d, err := os.MkdirTemp("", "tilecache-minio-")
+	if err != nil {
+		m.Fatalf("%v", err)
+	}
+	m.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
+func (m *mainT) cleanup() {
+	for i := len(m.cleanups) - 1; i >= 0; i-- {
+		m.cleanups[i]()
+	}
+	m.cleanups = nil
 }
