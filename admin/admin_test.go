@@ -28,7 +28,10 @@ func TestParsePath(t *testing.T) {
 		{"/rest/tasks/12.json", true, false, route{kind: "task", id: 12}},
 		{"/rest/tasks/0.json", true, true, route{}},
 		{"/rest/tasks/x.json", true, true, route{}},
-		{"/rest/tasks/12", true, true, route{}},
+		{"/rest/tasks/12", true, false, route{kind: "task", id: 12}}, // DELETE's spelling
+		{"/rest/tasks/12.xml", true, true, route{}},
+		{"/rest/tasks/+12", true, true, route{}},
+		{"/rest/tasks/.json", true, true, route{}},
 		{"/rest/seed/test:a.json", true, false, route{kind: "layer", layer: "test:a", format: "json"}},
 		{"/rest/seed/test%3Aa.xml", true, false, route{kind: "layer", layer: "test:a", format: "xml"}},
 		{"/rest/seed/test:mock.layer.name.json", true, false, route{kind: "layer", layer: "test:mock.layer.name", format: "json"}},

@@ -176,6 +176,25 @@ func (h *Handler) task(w http.ResponseWriter, rt route) error {
 	return json.NewEncoder(w).Encode(info)
 }
 
+// killTask ends one task: DELETE on its resource, an extension of the
+// contract (GeoWebCache can kill only every running or pending task of a
+// layer at once). 204 once killed, 404 for a task unknown, 409 for one
+// that has already finished.
+func (h *Handler) killTask(w http.ResponseWriter, rt route) error {
+	sum, err := h.engine.KillTask(rt.id)
+	switch {
+	case errors.Is(err, seeder.ErrNoTask):
+		return httpx.Text(w, http.StatusNotFound, fmt.Sprintf("no task %d (finished tasks are kept for a while, then forgotten)", rt.id))
+	case errors.Is(err, seeder.ErrFinished):
+		return httpx.Text(w, http.StatusConflict, fmt.Sprintf("task %d has already finished (%s)", rt.id, sum.State))
+	case err != nil:
+		return err
+	}
+	h.log.Info("task killed through its resource", zap.Int64("id", sum.ID), zap.String("layer", sum.Layer))
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
 // The mass truncate request types, in the order the list shows them.
 var massTypes = []string{"truncateLayer", "truncateExtent"}
 

@@ -266,8 +266,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		}
 		return h.massTruncate(w, r)
 	case "task":
-		if !allow(w, r, http.MethodGet) {
+		if !allow(w, r, http.MethodGet, http.MethodDelete) {
 			return nil
+		}
+		if r.Method == http.MethodDelete {
+			return h.killTask(w, rt)
 		}
 		return h.task(w, rt)
 	case "layers": // an extension for the task page (page.go)
@@ -298,9 +301,11 @@ func parsePath(escaped string) (route, bool, error) {
 	case rest == "layers.json":
 		return route{kind: "layers"}, true, nil
 	case strings.HasPrefix(rest, "tasks/"):
-		idText, ok := strings.CutSuffix(strings.TrimPrefix(rest, "tasks/"), ".json")
+		// tasks/<id>.json, as the seed POST's Location names it, or
+		// tasks/<id>: one resource.
+		idText := strings.TrimSuffix(strings.TrimPrefix(rest, "tasks/"), ".json")
 		id, err := strconv.ParseInt(idText, 10, 64)
-		if !ok || err != nil || id <= 0 {
+		if err != nil || id <= 0 || strings.ContainsAny(idText, "+-") {
 			return route{}, true, errors.New("no such task")
 		}
 		return route{kind: "task", id: id}, true, nil

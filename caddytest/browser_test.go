@@ -569,6 +569,21 @@ func TestBrowserTaskPageKillsTasks(t *testing.T) {
 	running, pending := ids[0], ids[1]
 	b.screenshot("tasks-running-pending")
 
+	// A second pending task of the same layer: a row's Kill ends that task
+	// only (DELETE on its resource), not every pending task of the layer.
+	b.submitForm("test:a", "EPSG:4326", "seed", 0, 6, 1)
+	b.waitFor("a third task's row", `document.querySelectorAll('#tasks tr[data-task-id]').length === 3`)
+	third := eval[[]int64](b, `[...document.querySelectorAll('#tasks tr[data-task-id]')].map(r => +r.dataset.taskId)`)[2]
+	e.mu.Lock()
+	e.tasks = append(e.tasks, fmt.Sprintf("/rest/tasks/%d.json", third))
+	e.mu.Unlock()
+	b.do(chromedp.Click(chromedp.CSS(fmt.Sprintf(`#tasks tr[data-task-id="%d"] button`, third))))
+	b.waitFor("the third task ABORTED", fmt.Sprintf(`(() => { const r = document.querySelector('#finished tr[data-task-id="%d"]');
+		return !!r && r.dataset.state === 'ABORTED'; })()`, third))
+	if ti := task(t, fmt.Sprintf("/rest/tasks/%d.json", pending)); ti.State != "PENDING" {
+		t.Fatalf("killing task %d made the other pending task of its layer %s", third, ti.State)
+	}
+
 	// The pending task's Kill: it ends, the running one goes on.
 	b.do(chromedp.Click(chromedp.CSS(fmt.Sprintf(`#tasks tr[data-task-id="%d"] button`, pending))))
 	b.waitFor("the pending task ABORTED", fmt.Sprintf(`(() => { const r = document.querySelector('#finished tr[data-task-id="%d"]');

@@ -823,6 +823,66 @@ func TestRESTKillValues(t *testing.T) {
 	}
 }
 
+// DELETE on a task's resource kills that task and no other: 204, then 409
+// once it has ended; 404 for an id never handed out. Both spellings of the
+// resource work, with and without .json.
+func TestRESTKillOneTask(t *testing.T) {
+	e := newREST(t, "workers 1", "")
+	e.f.set("", 300*time.Millisecond)
+	// One worker: the first runs, the other two wait, all of one layer.
+	run, pendA, pendB := e.slowTask("test:a"), e.slowTask("test:a"), e.slowTask("test:a")
+	idR, idA, idB := taskID(t, run), taskID(t, pendA), taskID(t, pendB)
+	if got := listing(t, "/rest/seed.json"); len(got) != 3 || got[0][4] != 1 || got[2][4] != 0 {
+		t.Fatalf("before: %v", got)
+	}
+	// The second pending task only.
+	if a := e.rest("DELETE", fmt.Sprintf("/rest/tasks/%d", idB), "", ""); a.status != 204 || len(a.body) != 0 {
+		t.Fatalf("DELETE a pending task: %d %q, want 204 and no body", a.status, a.body)
+	}
+	if got := ids(listing(t, "/rest/seed.json")); !slices.Equal(got, []int64{idR, idA}) {
+		t.Fatalf("after killing task %d the listing holds %v, want %v", idB, got, []int64{idR, idA})
+	}
+	if ti := e.task(pendB); ti.State != "ABORTED" || ti.Processed != 0 || ti.Reason != "killed" {
+		t.Fatalf("killed pending task: %+v", ti)
+	}
+	// The running one, through the Location's spelling.
+	if a := e.rest("DELETE", run, "", ""); a.status != 204 {
+		t.Fatalf("DELETE the running task: %d %q", a.status, a.body)
+	}
+	if ti := waitTask(t, run); ti.State != "ABORTED" || ti.Processed >= ti.Total {
+		t.Fatalf("killed running task: %+v", ti)
+	}
+	// The remaining one goes on: it now runs, and finishes.
+	if ti := e.task(pendA); ti.State != "RUNNING" && ti.State != "PENDING" {
+		t.Fatalf("the task nobody killed is %s", ti.State)
+	}
+	// Killing an ended task again: 409, and it stays as it was.
+	for _, p := range []string{run, fmt.Sprintf("/rest/tasks/%d", idB)} {
+		a := e.rest("DELETE", p, "", "")
+		mustPlain(t, "DELETE "+p+" again", a, 409)
+		if !strings.Contains(string(a.body), "already finished (ABORTED)") {
+			t.Errorf("409 body %q", a.body)
+		}
+	}
+	e.f.set("", 0)
+	if ti := waitTask(t, pendA); ti.State != "DONE" || ti.Processed != ti.Total {
+		t.Fatalf("the task nobody killed: %+v", ti)
+	}
+	a := e.rest("DELETE", pendA, "", "")
+	mustPlain(t, "DELETE a DONE task", a, 409)
+	if !strings.Contains(string(a.body), "(DONE)") {
+		t.Errorf("409 body %q", a.body)
+	}
+	mustPlain(t, "DELETE an unknown task", e.rest("DELETE", "/rest/tasks/99999.json", "", ""), 404)
+	// Only the task resource takes DELETE; the contract's resources stay 405.
+	for _, p := range []string{"/rest/seed.json", "/rest/seed", "/rest/seed/test:a.json", "/rest/masstruncate"} {
+		mustPlain(t, "DELETE "+p, e.rest("DELETE", p, "", ""), 405)
+	}
+	if a := e.rest("PUT", run, "", ""); a.status != 405 || a.header.Get("Allow") != "GET, DELETE" {
+		t.Errorf("PUT on a task: %d, Allow %q", a.status, a.header.Get("Allow"))
+	}
+}
+
 // A missing or unknown kill_all is a 400 and kills nothing.
 func TestRESTKillBadValues(t *testing.T) {
 	e := newREST(t, "workers 1", "")
@@ -1257,7 +1317,7 @@ func TestRESTUnknownResources(t *testing.T) {
 	e := newREST(t, "", "")
 	for _, p := range []string{
 		"/rest/", "/rest/foo", "/rest/seed/", "/rest/seed/test:a/x.json", "/rest/seed/test:a.json/",
-		"/rest/masstruncate/x", "/rest/tasks/abc.json", "/rest/tasks/0.json", "/rest/tasks/-1.json", "/rest/tasks/1",
+		"/rest/masstruncate/x", "/rest/tasks/abc.json", "/rest/tasks/0.json", "/rest/tasks/-1.json", "/rest/tasks/1.xml",
 		"/rest/seeds.json", "/rest/seed.txt",
 	} {
 		for _, m := range []string{"GET", "POST"} {

@@ -1,6 +1,7 @@
 package seeder
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -89,6 +90,44 @@ func (e *Engine) Kill(layer string, which Which) (killed, finished []Summary) {
 		e.log.Info("tasks killed", zap.Int("count", len(killed)), zap.String("layer", layer))
 	}
 	return killed, finished
+}
+
+// Errors of KillTask.
+var (
+	ErrNoTask   = errors.New("no such task")
+	ErrFinished = errors.New("the task has already finished")
+)
+
+// KillTask terminates one task, pending or running, as Kill does for a
+// layer's: it leaves the listing at once and ends ABORTED. A task the
+// engine does not know (never, or no longer, in its history) is ErrNoTask;
+// one that has finished, or was killed already, is ErrFinished with its
+// summary.
+func (e *Engine) KillTask(id int64) (Summary, error) {
+	e.current()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	t, ok := e.byID[id]
+	if !ok {
+		return Summary{}, ErrNoTask
+	}
+	sum := Summary{t.ID, t.Spec.Layer, t.Spec.Type, t.state}
+	if t.state == Done || t.state == Aborted || t.killed.Load() {
+		if t.killed.Load() {
+			sum.State = Aborted
+		}
+		return sum, ErrFinished
+	}
+	pending := t.state == Pending
+	t.halt(false)
+	t.reason = "killed"
+	e.removeActiveLocked(t)
+	if pending {
+		e.finishLocked(t)
+	}
+	sum.State = Aborted
+	e.log.Info("task killed", zap.Int64("id", id), zap.String("layer", t.Spec.Layer))
+	return sum, nil
 }
 
 func containsID(s []Summary, id int64) bool {

@@ -270,12 +270,7 @@
       row.cells[5].append(el('progress', {max: 1, value: 0}), el('span', {class: 'pct'}));
       row.cells[5].className = 'progress-col';
       row.cells[6].className = row.cells[7].className = 'num';
-      const b = killButton('Kill', '', () => {
-        const t = tasks.get(id);
-        if (t && t.info) {
-          kill(t.info.layer, t.status === 0 ? 'pending' : 'running');
-        }
-      });
+      const b = killButton('Kill', `Kill task ${id}`, () => killTask(id));
       b.disabled = true;
       row.cells[8].append(b);
       return row;
@@ -312,7 +307,6 @@
       row.cells[7].textContent = left;
       const b = row.cells[8].firstChild;
       b.disabled = !info || !t.active;
-      b.title = info ? `Kill every ${t.status === 0 ? 'pending' : 'running'} task of layer ${info.layer}` : '';
     }
     $('no-tasks').hidden = active.length > 0;
     $('tasks').hidden = active.length === 0;
@@ -399,6 +393,17 @@
   }
 
   // --- actions ---
+
+  // One task, through DELETE on its resource.
+  async function killTask(id) {
+    try {
+      await request(`rest/tasks/${id}`, {method: 'DELETE'});
+      $('form-msg').textContent = `Asked to kill task ${id}.`;
+    } catch (e) {
+      showError(e.message);
+    }
+    pollSoon();
+  }
 
   async function kill(layer, which) {
     const body = new URLSearchParams({kill_all: which});
