@@ -22,9 +22,35 @@ import (
 type genCache struct {
 	mu   sync.RWMutex
 	gens map[string]uint64
+	// epochs holds the epochs of the layers whose Version was asked (the
+	// local tier's): only those are re-read with the generations.
+	epochs map[string]string
 }
 
-func (g *genCache) init() { g.gens = make(map[string]uint64) }
+func (g *genCache) init() { g.gens, g.epochs = make(map[string]uint64), make(map[string]string) }
+
+func (g *genCache) epoch(layer string) (string, bool) {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	v, ok := g.epochs[layer]
+	return v, ok
+}
+
+func (g *genCache) setEpoch(layer, epoch string) {
+	g.mu.Lock()
+	g.epochs[layer] = epoch
+	g.mu.Unlock()
+}
+
+func (g *genCache) epochLayers() []string {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	out := make([]string, 0, len(g.epochs))
+	for l := range g.epochs {
+		out = append(out, l)
+	}
+	return out
+}
 
 func (g *genCache) get(layer string) (uint64, bool) {
 	g.mu.RLock()
@@ -88,6 +114,61 @@ func (s *Store) readGeneration(layer string) (uint64, error) {
 	return gen, err
 }
 
+// Version names what a layer's tiles are now, for copies of them kept
+// elsewhere (a node's local tier): "<generation>.<epoch>". It changes when
+// any node truncates the layer or deletes a range of it, and every node
+// sees the change within refreshEvery. It is answered from memory, so a
+// local tier keeps serving while S3 is down.
+func (s *Store) Version(layer string) (string, error) {
+	gen, err := s.generation(layer)
+	if err != nil {
+		return "", err
+	}
+	ep, ok := s.gens.epoch(layer)
+	if !ok {
+		if ep, err = s.readEpoch(layer); err != nil {
+			return "", err
+		}
+		s.gens.setEpoch(layer, ep)
+	}
+	return strconv.FormatUint(gen, 10) + "." + ep, nil
+}
+
+func (s *Store) readEpoch(layer string) (string, error) {
+	ep := "0"
+	err := s.call("epoch", func(ctx context.Context) error {
+		body, _, _, err := s.core.GetObject(ctx, s.cfg.Bucket, s.epochKey(layer), minio.GetObjectOptions{})
+		if err != nil {
+			return err
+		}
+		defer body.Close()
+		b, err := io.ReadAll(io.LimitReader(body, 32))
+		ep = strings.TrimSpace(string(b))
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return "0", nil
+	}
+	return ep, err
+}
+
+// newEpoch marks a range deletion of the layer. The value only has to
+// differ from every earlier one: nodes deleting at once each write their
+// own, and whichever lands last still differs from what came before.
+func (s *Store) newEpoch(layer string) error {
+	ep := strconv.FormatInt(time.Now().UnixNano(), 36)
+	err := s.call("epoch", func(ctx context.Context) error {
+		_, err := s.client.PutObject(ctx, s.cfg.Bucket, s.epochKey(layer), strings.NewReader(ep),
+			int64(len(ep)), minio.PutObjectOptions{ContentType: "text/plain", DisableMultipart: true})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	s.gens.setEpoch(layer, ep)
+	return nil
+}
+
 // TruncateLayer implements store.Tiles: one read and one write, whatever
 // the layer holds. Readers move to the new generation at once; the old
 // one's objects are deleted in the background (reclaimLoop).
@@ -133,6 +214,11 @@ func (s *Store) refreshLoop() {
 					s.log.Info("layer generation changed", zap.String("layer", l), zap.Uint64("generation", g))
 				}
 				s.gens.set(l, g)
+			}
+		}
+		for _, l := range s.gens.epochLayers() {
+			if ep, err := s.readEpoch(l); err == nil {
+				s.gens.setEpoch(l, ep)
 			}
 		}
 	}

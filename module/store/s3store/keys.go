@@ -5,6 +5,7 @@
 // Object layout, under the configured prefix:
 //
 //	<layer>/generation                                          current generation (decimal text; none: 1)
+//	<layer>/epoch                                               changed by every range deletion (text; none: 0)
 //	<layer>/<gen>/<gridset>/<format>/<params>/<z>/<x>/<y>.<ext> one tile
 //
 // <format> is the format's extension for the plain MIME types ("png" for
@@ -68,6 +69,8 @@ func extension(format string) string {
 func (s *Store) layerPrefix(layer string) string { return s.prefix + layer + "/" }
 
 func (s *Store) generationKey(layer string) string { return s.layerPrefix(layer) + "generation" }
+
+func (s *Store) epochKey(layer string) string { return s.layerPrefix(layer) + "epoch" }
 
 func (s *Store) dropKey(layer string, gen uint64) string {
 	return s.layerPrefix(layer) + "drop/" + strconv.FormatUint(gen, 10)

@@ -406,7 +406,13 @@ func (s *Store) DeleteRange(set store.Set, z int, r gridset.Range, stop func() b
 	if err != nil {
 		return 0, err
 	}
-	return s.deleteKeys(doomed, stop)
+	n, err := s.deleteKeys(doomed, stop)
+	if err != nil {
+		return n, err
+	}
+	// Copies of these tiles in local tiers (this node's and others') are
+	// keyed by the layer's version: a new epoch hides them all.
+	return n, s.newEpoch(set.Layer)
 }
 
 // deleteKeys removes the objects in batches and reports how many went.

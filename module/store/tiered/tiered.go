@@ -21,6 +21,10 @@ type Remote interface {
 	store.Tiles
 	Name() string
 	Close() error
+	// Version names what a layer's tiles are now; it changes when any
+	// node truncates the layer or deletes a range of it, and is answered
+	// from memory (s3store re-reads it every 2 s).
+	Version(layer string) (string, error)
 }
 
 // Store answers from the local tier when it has the tile, else from the
@@ -78,10 +82,30 @@ func (s *Store) Release() error {
 	return errors.Join(s.remote.Close(), s.local.Release())
 }
 
+// local is the key of k's copy in the local tier: its parameter set
+// prefixed with the layer's remote version. When any node truncates the
+// layer or deletes a range of it, the version changes and every node's
+// copies of the layer stop being found at once (they expire by their ttl
+// or go with the size bound). ok is false while the version is unknown (S3
+// down before this node ever read the layer): the local tier is skipped.
+func (s *Store) localKey(k store.Key) (store.Key, bool) {
+	v, err := s.remote.Version(k.Layer)
+	if err != nil {
+		return k, false
+	}
+	k.Params = v + "/" + k.Params
+	return k, true
+}
+
 // Get implements store.Tiles.
 func (s *Store) Get(ctx context.Context, k store.Key, dst []byte) (store.Tile, error) {
+	var lk store.Key
+	hot := false
 	if s.hot {
-		t, err := s.local.Get(ctx, k, dst)
+		lk, hot = s.localKey(k)
+	}
+	if hot {
+		t, err := s.local.Get(ctx, lk, dst)
 		if err == nil {
 			return t, nil
 		}
@@ -90,12 +114,12 @@ func (s *Store) Get(ctx context.Context, k store.Key, dst []byte) (store.Tile, e
 		}
 	}
 	t, err := s.remote.Get(ctx, k, dst)
-	if err != nil || !s.hot {
+	if err != nil || !hot {
 		return t, err
 	}
 	// The local copy keeps the remote stamp, so both tiers answer with the
 	// same Last-Modified and ETag.
-	if err := s.local.Put([]store.Entry{{Key: k, Data: t.Data}}, t.StoredAt); err != nil {
+	if err := s.local.Put([]store.Entry{{Key: lk, Data: t.Data}}, t.StoredAt); err != nil {
 		s.log.Debug("local tier write failed", zap.Error(err))
 	}
 	return t, nil
@@ -107,8 +131,16 @@ func (s *Store) Get(ctx context.Context, k store.Key, dst []byte) (store.Tile, e
 // tries again.
 func (s *Store) Put(entries []store.Entry, at time.Time) error {
 	err := s.remote.Put(entries, at)
-	if s.hot {
-		if lerr := s.local.Put(entries, at); lerr != nil {
+	if s.hot && len(entries) > 0 {
+		local := make([]store.Entry, len(entries))
+		for i, e := range entries {
+			lk, ok := s.localKey(e.Key)
+			if !ok {
+				return err
+			}
+			local[i] = store.Entry{Key: lk, Data: e.Data}
+		}
+		if lerr := s.local.Put(local, at); lerr != nil {
 			s.log.Debug("local tier write failed", zap.Error(lerr))
 		}
 	}
@@ -124,10 +156,14 @@ func (s *Store) Has(keys []store.Key, notBefore time.Time) ([]bool, error) {
 // remote tier's.
 func (s *Store) DeleteRange(set store.Set, z int, r gridset.Range, stop func() bool) (int64, error) {
 	if s.hot {
-		if _, err := s.local.DeleteRange(set, z, r, stop); err != nil {
-			return 0, err
+		if lk, ok := s.localKey(store.Key{Set: set}); ok {
+			if _, err := s.local.DeleteRange(lk.Set, z, r, stop); err != nil {
+				return 0, err
+			}
 		}
 	}
+	// The remote deletion also changes the layer's version, which hides
+	// the copies other nodes keep of these tiles.
 	return s.remote.DeleteRange(set, z, r, stop)
 }
 
