@@ -132,12 +132,7 @@ func badgerOnly(t *testing.T) {
 func eachTile(t *testing.T, dir string, fn func(data []byte) error) error {
 	t.Helper()
 	if suiteS3 == nil || badger {
-		st, err := store.Open(dir, store.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer st.Release()
-		return st.EachTile(fn)
+		return openBadger(t, dir).EachTile(fn)
 	}
 	for _, k := range currentTileKeys(t, dir, "") {
 		obj, err := suiteS3.Client.GetObject(context.Background(), suiteBucket, k, minio.GetObjectOptions{})
@@ -156,16 +151,23 @@ func eachTile(t *testing.T, dir string, fn func(data []byte) error) error {
 	return nil
 }
 
+// openBadger opens the Badger in dir until the test ends: the running
+// Caddy's own when it has the directory open (one per directory).
+func openBadger(t *testing.T, dir string) *store.Badger {
+	t.Helper()
+	st, err := store.Open(dir, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Release() })
+	return st
+}
+
 // countTiles counts the stored tiles of set at level z inside r.
 func countTiles(t *testing.T, dir string, set store.Set, z int, r gridset.Range) int64 {
 	t.Helper()
 	if suiteS3 == nil || badger {
-		st, err := store.Open(dir, store.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer st.Release()
-		n, err := st.CountRange(set, z, r)
+		n, err := openBadger(t, dir).CountRange(set, z, r)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,10 +15,10 @@ import (
 	"github.com/tilecache/caddy-tilecache/module/store/storetest"
 )
 
-// open joins a fresh bucket of m and a fresh Badger.
+// open joins a bucket of m and a fresh Badger: one node.
 func open(t *testing.T, m *s3test.Server, bucket string, o Options) *Store {
 	t.Helper()
-	remote, err := s3store.Open(s3store.Config{Bucket: m.Bucket(bucket), Prefix: "tiles", Endpoint: m.Addr,
+	remote, err := s3store.Open(s3store.Config{Bucket: bucket, Prefix: "tiles", Endpoint: m.Addr,
 		Region: "us-east-1", PathStyle: true, Insecure: true,
 		AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey}, zap.NewNop())
 	if err != nil {
@@ -48,7 +48,7 @@ func TestTilesContract(t *testing.T) {
 			n := 0
 			storetest.Tiles(t, func(t *testing.T) store.Tiles {
 				n++
-				return open(t, m, fmt.Sprintf("contract-%t-%d", c.o.Hot, n), c.o)
+				return open(t, m, m.Bucket(fmt.Sprintf("contract-%t-%d", c.o.Hot, n)), c.o)
 			})
 		})
 	}
@@ -62,22 +62,7 @@ func TestTilesContract(t *testing.T) {
 func TestLocalTiersFollowOtherNodesTruncations(t *testing.T) {
 	m := s3test.Start(t)
 	bucket := m.Bucket("nodes")
-	node := func() *Store {
-		remote, err := s3store.Open(s3store.Config{Bucket: bucket, Prefix: "tiles", Endpoint: m.Addr,
-			Region: "us-east-1", PathStyle: true, Insecure: true,
-			AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey}, zap.NewNop())
-		if err != nil {
-			t.Fatal(err)
-		}
-		local, err := store.Open(t.TempDir(), store.Options{TileTTL: time.Hour})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := New(remote, local, Options{Hot: true}, zap.NewNop())
-		t.Cleanup(func() { s.Release() })
-		return s
-	}
-	a, b := node(), node()
+	a, b := open(t, m, bucket, Options{Hot: true}), open(t, m, bucket, Options{Hot: true})
 	set := store.Set{Layer: "test:a", Gridset: "EPSG:4326", Format: "image/png", Params: "e3b0c44298fc1c14"}
 	key := func(x, y int64) store.Key { return store.Key{Set: set, Z: 3, X: x, Y: y} }
 	fill := func() {
