@@ -15,7 +15,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
 )
 
 // These tests run Caddy as a separate process, built from cmd/caddy, so
