@@ -84,6 +84,8 @@ LAYER=test:polygons
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
+# shellcheck source=bench/minio.sh
+. "$HERE/minio.sh"
 cd "$ROOT"
 
 log() { printf '%s hitpath: %s\n' "$(date +%T)" "$*" >&2; }
@@ -205,19 +207,9 @@ UPSTREAM_STARTED=1
 	{ cat "$TMP/upstream-start.log" >&2; die "upstream/start.sh failed"; }
 
 if [[ $S3 == 1 ]]; then
-	MINIO=$("$ROOT/module/store/s3store/s3test/install.sh") || die "building MinIO failed"
 	export MINIO_ROOT_USER=hitpath MINIO_ROOT_PASSWORD=hitpath-secret
 	log "starting MinIO on 127.0.0.1:$MINIO_PORT"
-	"$MINIO" server "$TMP/minio" --address "127.0.0.1:$MINIO_PORT" --console-address "127.0.0.1:$MINIO_CONSOLE" --quiet \
-		>"$TMP/minio.log" 2>&1 &
-	MINIO_PID=$!
-	for i in $(seq 100); do
-		curl -sf -o /dev/null "http://127.0.0.1:$MINIO_PORT/minio/health/ready" && break
-		((i < 100)) || die "MinIO did not answer within 20 s"
-		sleep 0.2
-	done
-	curl -sf -X PUT --aws-sigv4 "aws:amz:us-east-1:s3" --user "$MINIO_ROOT_USER:$MINIO_ROOT_PASSWORD" \
-		"http://127.0.0.1:$MINIO_PORT/tiles" || die "creating the bucket failed"
+	start_minio "$TMP/minio"
 fi
 
 # ---------------------------------------------------------------- 2. Caddy
@@ -291,17 +283,7 @@ EOF
 		name s3$site
 		upstream http://127.0.0.1:$UP_PORT/wms
 		storage $TMP/store-$site
-		s3 {
-			bucket tiles
-			prefix s3$site
-			endpoint 127.0.0.1:$MINIO_PORT
-			region us-east-1
-			path_style
-			insecure
-			access_key {env.MINIO_ROOT_USER}
-			secret_key {env.MINIO_ROOT_PASSWORD}
-			$local_tier
-		}
+		$(s3_block "s3$site" "$local_tier")
 		layer $LAYER {
 			gridsets EPSG:4326 EPSG:900913
 		}

@@ -68,6 +68,8 @@ CADDY_BIN=${CADDY:-/tmp/caddy-bench}
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
+# shellcheck source=bench/minio.sh
+. "$HERE/minio.sh"
 cd "$ROOT"
 
 log() { printf '%s seeding: %s\n' "$(date +%T)" "$*" >&2; }
@@ -172,18 +174,8 @@ S3=${S3:-0}
 STORES=badger
 if [[ $S3 == 1 ]]; then
 	STORES="badger s3"
-	MINIO=$("$ROOT/module/store/s3store/s3test/install.sh") || die "building MinIO failed"
 	export MINIO_ROOT_USER=seeding MINIO_ROOT_PASSWORD=seeding-secret
-	"$MINIO" server "$TMP/minio" --address "127.0.0.1:$MINIO_PORT" --console-address "127.0.0.1:$MINIO_CONSOLE" --quiet \
-		>"$TMP/minio.log" 2>&1 &
-	MINIO_PID=$!
-	for i in $(seq 100); do
-		curl -sf -o /dev/null "http://127.0.0.1:$MINIO_PORT/minio/health/ready" && break
-		((i < 100)) || die "MinIO did not answer within 20 s"
-		sleep 0.2
-	done
-	curl -sf -X PUT --aws-sigv4 "aws:amz:us-east-1:s3" --user "$MINIO_ROOT_USER:$MINIO_ROOT_PASSWORD" \
-		"http://127.0.0.1:$MINIO_PORT/tiles" || die "creating the bucket failed"
+	start_minio "$TMP/minio"
 fi
 declare -A STORE_PORT=([badger]=$PORT_F [s3]=$PORT_S)
 
@@ -284,17 +276,8 @@ CONC=$((WORKERS > 4 ? WORKERS : 4))
 
 EOF
 	for store in $STORES; do
-		s3_block=""
-		[[ $store == s3 ]] && s3_block="s3 {
-			bucket tiles
-			prefix seeding
-			endpoint 127.0.0.1:$MINIO_PORT
-			region us-east-1
-			path_style
-			insecure
-			access_key {env.MINIO_ROOT_USER}
-			secret_key {env.MINIO_ROOT_PASSWORD}
-		}"
+		s3cfg=""
+		[[ $store == s3 ]] && s3cfg=$(s3_block seeding)
 		cat <<EOF
 
 # A: the fake WMS with a fixed render time, tiles in $store
@@ -310,7 +293,7 @@ EOF
 		name fake-$store
 		upstream http://127.0.0.1:$FAKE_PORT/wms
 		storage $TMP/store-fake-$store
-		$s3_block
+		$s3cfg
 		upstream_concurrency $CONC
 		timeout 60s
 EOF

@@ -120,7 +120,7 @@ func TestMissFloodLeavesTheCacheUp(t *testing.T) {
 	// side, the visitor) and the seeder's; on S3, two per connection to
 	// it, which the store bounds.
 	allowed := 400
-	if suiteS3 != nil && !badger {
+	if onSuiteS3() {
 		allowed += 2 * s3store.MaxConns
 	}
 	if maxGoroutines > baseGoroutines+allowed {

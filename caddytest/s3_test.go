@@ -30,6 +30,7 @@ type s3Env struct {
 
 func newS3Env(t *testing.T, local string) *s3Env {
 	t.Helper()
+	ownStore(t) // its own MinIO, bucket and prefix, in every pass
 	e := &s3Env{t: t, m: s3test.Start(t), f: newFakeWMS(t), prefix: fmt.Sprintf("node%d", s3Seq.Add(1))}
 	e.bucket = e.m.Bucket("tiles")
 	t.Setenv("TC_S3_KEY", s3test.AccessKey)

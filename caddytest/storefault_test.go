@@ -11,7 +11,7 @@ import (
 // map down: tiles are still answered from the upstream and the errors are
 // logged and counted.
 func TestStoreFailureStillAnswersFromTheUpstream(t *testing.T) {
-	badgerOnly(t) // S3 down: TestS3DownVisitorsGetTilesFromTheUpstream
+	ownStore(t) // on Badger; S3 down: TestS3DownVisitorsGetTilesFromTheUpstream
 	f := newFakeWMS(t)
 	load(t, adminConfig(t, f, storageDir(t), "retry_wait 1ms", ""))
 	before := metric(t, "caddy_tile_cache_store_errors_total", "")

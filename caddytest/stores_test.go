@@ -74,11 +74,9 @@ func startStore() (check func() error, stop func(), err error) {
 // whose directory is dir: the directory alone, or with the pass's s3 block.
 // The prefix is the directory's name, so a test that reopens a directory
 // (a reload, a restart) finds its tiles again and no two tests share any.
-//
-// A storage that brings its own s3 block (the S3 tests) keeps it, and so
-// does a test that asked for Badger with badgerOnly.
+// A test that sets up its store itself (ownStore) keeps what it wrote.
 func storeLines(dir string) string {
-	if suiteS3 == nil || badger || strings.Contains(dir, "\n") {
+	if !onSuiteS3() {
 		return dir
 	}
 	local := ""
@@ -102,7 +100,7 @@ func storeLines(dir string) string {
 // in an S3 pass, its "s3".
 func storeJSON(dir string) string {
 	out := `"storage": ` + strconv.Quote(dir)
-	if suiteS3 == nil || badger {
+	if !onSuiteS3() {
 		return out
 	}
 	local := ""
@@ -114,16 +112,20 @@ func storeJSON(dir string) string {
 		"secret_key": "{env.TC_SUITE_S3_SECRET}"%s}`, suiteBucket, filepath.Base(dir), suiteS3.Addr, local)
 }
 
-// badger is set while a test about the Badger store itself runs.
-var badger bool
+// own is set while a test that sets up its store itself runs.
+var own bool
 
-// badgerOnly keeps the test's caches on Badger in every pass: the test is
-// about the Badger store (a failure injected into it), and the S3 store
-// has tests of its own for the same case.
-func badgerOnly(t *testing.T) {
-	badger = true
-	t.Cleanup(func() { badger = false })
+// ownStore leaves the test's store as the test configures it, in every
+// pass: the test is about one store in particular (a failure injected into
+// Badger; the S3 store's keys and outages).
+func ownStore(t *testing.T) {
+	own = true
+	t.Cleanup(func() { own = false })
 }
+
+// onSuiteS3 tells whether the running test's caches keep their tiles in
+// the pass's bucket.
+func onSuiteS3() bool { return suiteS3 != nil && !own }
 
 // eachTile calls fn with every tile stored for the cache whose directory
 // is dir, wherever the pass keeps them: read from the Badger (the running
@@ -131,7 +133,7 @@ func badgerOnly(t *testing.T) {
 // of each layer's current generation.
 func eachTile(t *testing.T, dir string, fn func(data []byte) error) error {
 	t.Helper()
-	if suiteS3 == nil || badger {
+	if !onSuiteS3() {
 		return openBadger(t, dir).EachTile(fn)
 	}
 	for _, k := range currentTileKeys(t, dir, "") {
@@ -166,7 +168,7 @@ func openBadger(t *testing.T, dir string) *store.Badger {
 // countTiles counts the stored tiles of set at level z inside r.
 func countTiles(t *testing.T, dir string, set store.Set, z int, r gridset.Range) int64 {
 	t.Helper()
-	if suiteS3 == nil || badger {
+	if !onSuiteS3() {
 		n, err := openBadger(t, dir).CountRange(set, z, r)
 		if err != nil {
 			t.Fatal(err)

@@ -16,60 +16,36 @@ import (
 	"github.com/tilecache/caddy-tilecache/module/store"
 )
 
-// genCache remembers each layer's generation so that a hit costs one GET,
-// not two; refreshLoop re-reads them, so a truncation by another node is
-// seen within refreshEvery.
-type genCache struct {
-	mu   sync.RWMutex
-	gens map[string]uint64
-	// epochs holds the epochs of the layers whose Version was asked (the
-	// local tier's): only those are re-read with the generations.
-	epochs map[string]string
+// perLayer remembers a value per layer: each layer's generation, so that
+// a hit costs one GET, not two, and the epochs of the layers whose Version
+// was asked (the local tier's). refreshLoop re-reads both, so a truncation
+// by another node is seen within refreshEvery.
+type perLayer[V any] struct {
+	mu sync.RWMutex
+	m  map[string]V
 }
 
-func (g *genCache) init() { g.gens, g.epochs = make(map[string]uint64), make(map[string]string) }
-
-func (g *genCache) epoch(layer string) (string, bool) {
-	g.mu.RLock()
-	defer g.mu.RUnlock()
-	v, ok := g.epochs[layer]
+func (p *perLayer[V]) get(layer string) (V, bool) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	v, ok := p.m[layer]
 	return v, ok
 }
 
-func (g *genCache) setEpoch(layer, epoch string) {
-	g.mu.Lock()
-	g.epochs[layer] = epoch
-	g.mu.Unlock()
-}
-
-func (g *genCache) epochLayers() []string {
-	g.mu.RLock()
-	defer g.mu.RUnlock()
-	out := make([]string, 0, len(g.epochs))
-	for l := range g.epochs {
-		out = append(out, l)
+func (p *perLayer[V]) set(layer string, v V) {
+	p.mu.Lock()
+	if p.m == nil {
+		p.m = make(map[string]V)
 	}
-	return out
+	p.m[layer] = v
+	p.mu.Unlock()
 }
 
-func (g *genCache) get(layer string) (uint64, bool) {
-	g.mu.RLock()
-	defer g.mu.RUnlock()
-	v, ok := g.gens[layer]
-	return v, ok
-}
-
-func (g *genCache) set(layer string, gen uint64) {
-	g.mu.Lock()
-	g.gens[layer] = gen
-	g.mu.Unlock()
-}
-
-func (g *genCache) layers() []string {
-	g.mu.RLock()
-	defer g.mu.RUnlock()
-	out := make([]string, 0, len(g.gens))
-	for l := range g.gens {
+func (p *perLayer[V]) layers() []string {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	out := make([]string, 0, len(p.m))
+	for l := range p.m {
 		out = append(out, l)
 	}
 	return out
@@ -124,12 +100,12 @@ func (s *Store) Version(layer string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	ep, ok := s.gens.epoch(layer)
+	ep, ok := s.epochs.get(layer)
 	if !ok {
 		if ep, err = s.readEpoch(layer); err != nil {
 			return "", err
 		}
-		s.gens.setEpoch(layer, ep)
+		s.epochs.set(layer, ep)
 	}
 	return strconv.FormatUint(gen, 10) + "." + ep, nil
 }
@@ -165,7 +141,7 @@ func (s *Store) newEpoch(layer string) error {
 	if err != nil {
 		return err
 	}
-	s.gens.setEpoch(layer, ep)
+	s.epochs.set(layer, ep)
 	return nil
 }
 
@@ -216,9 +192,9 @@ func (s *Store) refreshLoop() {
 				s.gens.set(l, g)
 			}
 		}
-		for _, l := range s.gens.epochLayers() {
+		for _, l := range s.epochs.layers() {
 			if ep, err := s.readEpoch(l); err == nil {
-				s.gens.setEpoch(l, ep)
+				s.epochs.set(l, ep)
 			}
 		}
 	}

@@ -71,8 +71,9 @@ type Store struct {
 	// failLog is log sampled, so an S3 outage is logged, not flooded.
 	failLog *zap.Logger
 
-	gens genCache
-	br   breaker
+	gens   perLayer[uint64]
+	epochs perLayer[string]
+	br     breaker
 	// calls counts requests made through call, for tests that show what
 	// an operation costs in requests rather than in time.
 	calls atomic.Int64
@@ -154,7 +155,6 @@ func Open(cfg Config, log *zap.Logger) (*Store, error) {
 	s.failLog = s.log.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
 		return zapcore.NewSamplerWithOptions(c, 10*time.Second, 3, 0)
 	}))
-	s.gens.init()
 	s.br.init(5, 5*time.Second, available.WithLabelValues(s.name))
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(cfg.Timeout))

@@ -82,7 +82,7 @@ func (s *Store) Release() error {
 	return errors.Join(s.remote.Close(), s.local.Release())
 }
 
-// local is the key of k's copy in the local tier: its parameter set
+// localKey is the key of k's copy in the local tier: its parameter set
 // prefixed with the layer's remote version. When any node truncates the
 // layer or deletes a range of it, the version changes and every node's
 // copies of the layer stop being found at once (they expire by their ttl
@@ -93,8 +93,12 @@ func (s *Store) localKey(k store.Key) (store.Key, bool) {
 	if err != nil {
 		return k, false
 	}
-	k.Params = v + "/" + k.Params
-	return k, true
+	return versioned(k, v), true
+}
+
+func versioned(k store.Key, version string) store.Key {
+	k.Params = version + "/" + k.Params
+	return k
 }
 
 // Get implements store.Tiles.
@@ -132,13 +136,14 @@ func (s *Store) Get(ctx context.Context, k store.Key, dst []byte) (store.Tile, e
 func (s *Store) Put(entries []store.Entry, at time.Time) error {
 	err := s.remote.Put(entries, at)
 	if s.hot && len(entries) > 0 {
+		// A batch is one layer's: one version for all.
+		v, verr := s.remote.Version(entries[0].Key.Layer)
+		if verr != nil {
+			return err
+		}
 		local := make([]store.Entry, len(entries))
 		for i, e := range entries {
-			lk, ok := s.localKey(e.Key)
-			if !ok {
-				return err
-			}
-			local[i] = store.Entry{Key: lk, Data: e.Data}
+			local[i] = store.Entry{Key: versioned(e.Key, v), Data: e.Data}
 		}
 		if lerr := s.local.Put(local, at); lerr != nil {
 			s.log.Debug("local tier write failed", zap.Error(lerr))
