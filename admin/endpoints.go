@@ -15,13 +15,17 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/tilecache/caddy-tilecache/module/cluster"
 	"github.com/tilecache/caddy-tilecache/seeder"
 )
 
 // listing answers the pending and running tasks as GeoWebCache's
 // long-array-array, in JSON or XML.
 func (h *Handler) listing(w http.ResponseWriter, rt route) error {
-	recs := h.engine.List(rt.layer)
+	recs, err := h.engine.List(rt.layer)
+	if err != nil {
+		return h.failed(w, err)
+	}
 	if rt.format == "xml" {
 		var b strings.Builder
 		b.WriteString("<long-array-array>")
@@ -109,8 +113,26 @@ func (h *Handler) specError(w http.ResponseWriter, err error) error {
 	case errors.Is(err, seeder.ErrUnknownLayer):
 		return httpx.Text(w, http.StatusNotFound, err.Error())
 	}
-	h.log.Error("seed request failed", zap.Error(err))
-	return httpx.Text(w, http.StatusInternalServerError, err.Error())
+	return h.failed(w, err)
+}
+
+// failed answers an error that is not the client's: 503 while a
+// clustered cache's shared storage does not answer (the task registry is
+// there; try again later), else 500. Either way one line that says what.
+func (h *Handler) failed(w http.ResponseWriter, err error) error {
+	if errors.Is(err, cluster.ErrStorage) {
+		h.log.Warn("REST request failed: cluster storage", zap.Error(err))
+		w.Header().Set("Retry-After", "5")
+		return httpx.Text(w, http.StatusServiceUnavailable, oneLine(err.Error()))
+	}
+	h.log.Error("REST request failed", zap.Error(err))
+	return httpx.Text(w, http.StatusInternalServerError, oneLine(err.Error()))
+}
+
+// oneLine keeps an error message to its first line.
+func oneLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	return s
 }
 
 // kill terminates tasks as the kill_all form field says and answers an
@@ -142,7 +164,10 @@ func (h *Handler) kill(w http.ResponseWriter, r *http.Request, rt route) error {
 	if err != nil {
 		return httpx.Text(w, http.StatusBadRequest, err.Error())
 	}
-	killed, finished := h.engine.Kill(rt.layer, which)
+	killed, finished, err := h.engine.Kill(rt.layer, which)
+	if err != nil {
+		return h.failed(w, err)
+	}
 	var b strings.Builder
 	b.WriteString("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Tile cache tasks</title></head><body>\n")
 	scope := "all layers"
@@ -168,7 +193,10 @@ func writeList(b *strings.Builder, title string, tasks []seeder.Summary) {
 
 // task answers a task's own resource (named by the seed POST's Location).
 func (h *Handler) task(w http.ResponseWriter, rt route) error {
-	info, ok := h.engine.Info(rt.id)
+	info, ok, err := h.engine.Info(rt.id)
+	if err != nil {
+		return h.failed(w, err)
+	}
 	if !ok {
 		return httpx.Text(w, http.StatusNotFound, fmt.Sprintf("no task %d (finished tasks are kept for a while, then forgotten)", rt.id))
 	}
@@ -188,7 +216,7 @@ func (h *Handler) killTask(w http.ResponseWriter, rt route) error {
 	case errors.Is(err, seeder.ErrFinished):
 		return httpx.Text(w, http.StatusConflict, fmt.Sprintf("task %d has already finished (%s)", rt.id, sum.State))
 	case err != nil:
-		return err
+		return h.failed(w, err)
 	}
 	h.log.Info("task killed through its resource", zap.Int64("id", sum.ID), zap.String("layer", sum.Layer))
 	w.WriteHeader(http.StatusNoContent)

@@ -65,7 +65,11 @@ func (h *Handler) submitLimited(spec seeder.Spec) (t *seeder.Task, status int, m
 	}
 	submitMu.Lock()
 	defer submitMu.Unlock()
-	if n, limit := len(h.engine.List("")), h.MaxTasks; n >= limit {
+	active, err := h.engine.List("")
+	if err != nil {
+		return nil, 0, "", err
+	}
+	if n, limit := len(active), h.MaxTasks; n >= limit {
 		return nil, http.StatusTooManyRequests, fmt.Sprintf("%d tasks are pending or running, the most there may be (max_tasks): wait for some to finish or kill them", n), nil
 	}
 	t, err = h.engine.Submit(spec)

@@ -54,6 +54,12 @@ type Engine struct {
 	active   []*Task // pending and running, by id
 	history  []*Task // finished, oldest first
 	byID     map[int64]*Task
+	// cl is the shared task registry when the cache is clustered (its
+	// tasks then live there; active holds this node's shares of them),
+	// clStop ends its poll loop, and clErr is the poll's last failure.
+	cl     *registry
+	clStop context.CancelFunc
+	clErr  error
 }
 
 var engines = caddy.NewUsagePool()
@@ -128,6 +134,11 @@ func (e *Engine) Destruct() error {
 	active := append([]*Task(nil), e.active...)
 	e.mu.Unlock()
 	e.persist(active...)
+	for _, t := range active {
+		if t.cl != nil {
+			t.cl.giveBack() // the other nodes go on with them at once
+		}
+	}
 	e.mu.Lock()
 	attached := e.attached
 	e.attached = nil
@@ -178,7 +189,7 @@ func (e *Engine) current() (*tilecache.Cache, error) {
 		return nil, errNoCache
 	}
 	c := e.attached[len(e.attached)-1]
-	if st := c.Store(); e.st == nil || e.st.Name() != st.Name() {
+	if st := c.Store(); e.st == nil || e.st.Name() != st.Name() || e.clusterNode() != c.Cluster() {
 		if e.st != nil {
 			e.log.Info("tile store changed: stopping the old store's tasks",
 				zap.String("old", e.st.Name()), zap.String("new", st.Name()))
@@ -190,7 +201,15 @@ func (e *Engine) current() (*tilecache.Cache, error) {
 		}
 		e.active, e.history, e.byID = nil, nil, map[int64]*Task{}
 		e.st = st
-		e.loadLocked(c)
+		if e.clStop != nil {
+			e.clStop()
+			e.cl, e.clStop, e.clErr = nil, nil, nil
+		}
+		if node := c.Cluster(); node != nil {
+			e.joinLocked(node) // the tasks come from the shared registry
+		} else {
+			e.loadLocked(c)
+		}
 		e.scheduleLocked()
 	}
 	return c, nil
@@ -227,7 +246,18 @@ func (e *Engine) Submit(spec Spec) (*Task, error) {
 	if !ok {
 		return nil, fmt.Errorf("unknown layer %q", spec.Layer)
 	}
-	id, err := e.nextID(c)
+	e.mu.Lock()
+	reg := e.cl
+	e.mu.Unlock()
+	var id int64
+	if reg != nil {
+		e.mu.Lock()
+		floor := e.maxID
+		e.mu.Unlock()
+		id, err = reg.nextID(floor)
+	} else {
+		id, err = e.nextID(c)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("allocating a task id: %w", err)
 	}
@@ -247,6 +277,12 @@ func (e *Engine) Submit(spec Spec) (*Task, error) {
 		t.iter = newIterator(&t.Spec, wholeLevel, wholeLevel)
 	} else {
 		t.iter = newIterator(&t.Spec, int64(l.MetaWidth), int64(l.MetaHeight))
+	}
+	if reg != nil {
+		if err := e.submitShared(reg, t); err != nil {
+			return nil, err
+		}
+		return t, nil
 	}
 	e.mu.Lock()
 	e.active = append(e.active, t)
@@ -268,11 +304,11 @@ func (e *Engine) scheduleLocked() {
 	for e.busy < e.cfg.Workers && e.ctx.Err() == nil {
 		var next *Task
 		for _, t := range e.active {
-			if !t.killed.Load() && t.workers < t.Spec.Threads && !t.iter.done() {
+			if !t.killed.Load() && t.workers < t.Spec.Threads && !t.exhausted() {
 				next = t
 				break
 			}
-			if t.workers == 0 && t.iter.done() && !t.killed.Load() {
+			if t.cl == nil && t.workers == 0 && t.iter.done() && !t.killed.Load() {
 				// Nothing left and nobody at work: done (a task of no tiles).
 				next = t
 				break
@@ -310,7 +346,7 @@ func (e *Engine) work(t *Task) {
 		e.mu.Lock()
 		t.workers--
 		e.busy--
-		if t.workers == 0 && !t.stopped.Load() && (t.killed.Load() || t.iter.done()) {
+		if t.workers == 0 && !t.stopped.Load() && (t.killed.Load() || t.exhausted()) {
 			e.finishLocked(t)
 		}
 		e.scheduleLocked()
@@ -324,7 +360,7 @@ func (e *Engine) work(t *Task) {
 	inHand := make(chan struct{}, 2)
 	var failed atomic.Pointer[string]
 	for !t.killed.Load() && !t.stopped.Load() && e.ctx.Err() == nil && failed.Load() == nil {
-		u, ok := t.iter.next()
+		u, ok := t.nextUnit()
 		if !ok {
 			break
 		}
@@ -345,8 +381,8 @@ func (e *Engine) work(t *Task) {
 				}
 			}()
 			o, err := e.runUnit(t, u, signal)
-			if !o.stopped {
-				t.cp.finish(u.seq, o)
+			if !o.stopped || t.cl != nil { // a share must know of a stopped metatile
+				t.finishUnit(u.seq, o)
 			}
 			if err != nil {
 				msg := err.Error()
@@ -371,8 +407,15 @@ func (e *Engine) abort(t *Task, reason string) {
 	}
 	e.removeActiveLocked(t)
 	t.halt(false)
+	reg := e.cl
 	e.mu.Unlock()
 	e.log.Warn("task aborted", zap.Int64("id", t.ID), zap.String("reason", reason))
+	if t.cl != nil && reg != nil {
+		// The task ends for every node, as it would on one.
+		if _, err := reg.end(t.ID, reason); err != nil && !errors.Is(err, ErrFinished) {
+			e.log.Error("aborting a shared task failed", zap.Int64("id", t.ID), zap.Error(err))
+		}
+	}
 }
 
 func (e *Engine) removeActiveLocked(t *Task) {
@@ -383,6 +426,10 @@ func (e *Engine) removeActiveLocked(t *Task) {
 
 func (e *Engine) finishLocked(t *Task) {
 	if t.state == Done || t.state == Aborted {
+		return
+	}
+	if t.cl != nil {
+		e.finishShareLocked(t)
 		return
 	}
 	e.removeActiveLocked(t)

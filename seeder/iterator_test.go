@@ -91,3 +91,37 @@ func TestParseTypeAndWhich(t *testing.T) {
 		t.Errorf("unknown kill_all: %v", err)
 	}
 }
+
+// A clustered task finds any unit by its place in the order (units.go):
+// at(i) must be the iterator's i'th unit, and count the number it hands out.
+func TestIteratorRandomAccessMatchesTheWalk(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for trial := 0; trial < 300; trial++ {
+		metaW, metaH := int64(1+rng.IntN(5)), int64(1+rng.IntN(5))
+		spec := Spec{ZoomStart: rng.IntN(3)}
+		for range 1 + rng.IntN(4) {
+			x0, y0 := rng.Int64N(30), rng.Int64N(30)
+			spec.Ranges = append(spec.Ranges, gridset.Range{MinX: x0, MinY: y0, MaxX: x0 + rng.Int64N(14) - 1, MaxY: y0 + rng.Int64N(14) - 1})
+		}
+		walk := newIterator(&spec, metaW, metaH)
+		random := newIterator(&spec, metaW, metaH)
+		var i int64
+		for {
+			want, ok := walk.next()
+			if !ok {
+				break
+			}
+			got, ok := random.at(i)
+			if !ok || got.z != want.z || got.tiles != want.tiles {
+				t.Fatalf("trial %d: at(%d) = %+v %v, the walk's unit is %+v", trial, i, got, ok, want)
+			}
+			i++
+		}
+		if n := random.count(); n != i {
+			t.Fatalf("trial %d: count %d, the walk handed out %d", trial, n, i)
+		}
+		if _, ok := random.at(i); ok {
+			t.Fatalf("trial %d: at(%d) past the end found a unit", trial, i)
+		}
+	}
+}

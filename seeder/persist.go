@@ -114,8 +114,8 @@ func (e *Engine) persist(tasks ...*Task) {
 	}
 	e.mu.Unlock()
 	for i, t := range tasks {
-		if t.store != st.Name() {
-			continue // the cache has moved on; this task belongs to the old store
+		if t.store != st.Name() || t.cl != nil {
+			continue // the cache has moved on (this task is the old store's), or the task is the cluster's
 		}
 		b, err := json.Marshal(recs[i])
 		if err == nil {

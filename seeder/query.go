@@ -10,9 +10,13 @@ import (
 )
 
 // List returns the records of the pending and running tasks, by id; of one
-// layer, or of all when layer is "". Killed tasks have left the list.
-func (e *Engine) List(layer string) [][5]int64 {
-	e.current() // without a cache there is nothing to forget; the listing is then empty
+// layer, or of all when layer is "". Killed tasks have left the list. A
+// clustered cache lists every node's tasks; its error is the shared
+// storage's.
+func (e *Engine) List(layer string) ([][5]int64, error) {
+	if reg := e.shared(); reg != nil {
+		return e.listShared(reg, layer)
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	out := make([][5]int64, 0, len(e.active))
@@ -21,7 +25,7 @@ func (e *Engine) List(layer string) [][5]int64 {
 			out = append(out, t.row(t.state))
 		}
 	}
-	return out
+	return out, nil
 }
 
 // Which tasks a kill terminates.
@@ -58,8 +62,10 @@ type Summary struct {
 // ones end ABORTED at once; running ones leave the listing at once and end
 // ABORTED when their workers reach the next metatile boundary. It returns
 // what it terminated and the layer's tasks that had already finished.
-func (e *Engine) Kill(layer string, which Which) (killed, finished []Summary) {
-	e.current()
+func (e *Engine) Kill(layer string, which Which) (killed, finished []Summary, err error) {
+	if reg := e.shared(); reg != nil {
+		return e.killShared(reg, layer, which)
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, t := range append([]*Task(nil), e.active...) {
@@ -89,7 +95,7 @@ func (e *Engine) Kill(layer string, which Which) (killed, finished []Summary) {
 	if len(killed) > 0 {
 		e.log.Info("tasks killed", zap.Int("count", len(killed)), zap.String("layer", layer))
 	}
-	return killed, finished
+	return killed, finished, nil
 }
 
 // Errors of KillTask.
@@ -104,7 +110,9 @@ var (
 // one that has finished, or was killed already, is ErrFinished with its
 // summary.
 func (e *Engine) KillTask(id int64) (Summary, error) {
-	e.current()
+	if reg := e.shared(); reg != nil {
+		return e.killTaskShared(reg, id)
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	t, ok := e.byID[id]
@@ -140,13 +148,15 @@ func containsID(s []Summary, id int64) bool {
 }
 
 // Info returns a task's full state, while it is active or in the history.
-func (e *Engine) Info(id int64) (Info, bool) {
-	e.current()
+func (e *Engine) Info(id int64) (Info, bool, error) {
+	if reg := e.shared(); reg != nil {
+		return e.infoShared(reg, id)
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	t, ok := e.byID[id]
 	if !ok {
-		return Info{}, false
+		return Info{}, false, nil
 	}
 	state := t.state
 	if t.killed.Load() && state != Aborted && t.workers == 0 {
@@ -177,5 +187,5 @@ func (e *Engine) Info(id int64) (Info, bool) {
 		f := t.finished
 		in.Finished = &f
 	}
-	return in, true
+	return in, true, nil
 }

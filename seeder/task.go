@@ -127,6 +127,35 @@ type Task struct {
 
 	iter *iterator
 	cp   checkpoint
+	// cl is this node's share of a clustered task (share.go), which hands
+	// out and counts its metatiles instead of iter and cp; nil otherwise.
+	cl *share
+}
+
+// nextUnit returns the next metatile for one of the task's workers.
+func (t *Task) nextUnit() (unit, bool) {
+	if t.cl != nil {
+		return t.cl.next()
+	}
+	return t.iter.next()
+}
+
+// finishUnit records what became of a metatile.
+func (t *Task) finishUnit(seq int64, o outcome) {
+	if t.cl != nil {
+		t.cl.finish(seq, o)
+		return
+	}
+	t.cp.finish(seq, o)
+}
+
+// exhausted reports whether the task has no metatile left for this
+// node's workers.
+func (t *Task) exhausted() bool {
+	if t.cl != nil {
+		return t.cl.idle()
+	}
+	return t.iter.done()
 }
 
 func newTask(engine context.Context, id int64, st store.Store) *Task {

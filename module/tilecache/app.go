@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/certmagic"
 	"go.uber.org/zap"
 )
 
@@ -27,7 +28,8 @@ type App struct {
 	Caches map[string]*Config `json:"caches,omitempty"`
 
 	log     *zap.Logger
-	mu      *sync.Mutex // a pointer: Caddy copies module values
+	storage certmagic.Storage // Caddy's configured storage, for clustered caches
+	mu      *sync.Mutex       // a pointer: Caddy copies module values
 	caches  map[string]*Cache
 	origin  map[string]string // where each cache was defined, for error messages
 	onStart []func() error
@@ -54,6 +56,7 @@ func AppOf(ctx caddy.Context) (*App, error) {
 // Provision opens the caches the app defines and registers the metrics.
 func (a *App) Provision(ctx caddy.Context) error {
 	a.log = ctx.Logger()
+	a.storage = ctx.Storage()
 	a.mu = new(sync.Mutex)
 	a.caches = make(map[string]*Cache)
 	a.origin = make(map[string]string)
@@ -101,7 +104,7 @@ func (a *App) define(name string, cfg Config, where string) (*Cache, error) {
 		}
 		return have, nil
 	}
-	if err := c.open(a.log.Named(name), nil); err != nil {
+	if err := c.open(a.log.Named(name), nil, a.storage); err != nil {
 		return nil, fmt.Errorf("tile_cache %q: %w", name, err)
 	}
 	a.caches[name] = c

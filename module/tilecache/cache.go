@@ -9,9 +9,11 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/certmagic"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/tilecache/caddy-tilecache/module/cluster"
 	"github.com/tilecache/caddy-tilecache/module/gridset"
 	"github.com/tilecache/caddy-tilecache/module/store"
 	"github.com/tilecache/caddy-tilecache/module/store/s3store"
@@ -38,7 +40,9 @@ type Cache struct {
 
 	store store.Store
 	fetch *fetcher
-	log   *zap.Logger
+	// node is this process's member of the cache's cluster, or nil.
+	node *cluster.Node
+	log  *zap.Logger
 	// failLog is log, sampled: a flood of failing misses must not flood
 	// the log as well.
 	failLog *zap.Logger
@@ -143,16 +147,17 @@ func NewCache(name string, cfg Config, log *zap.Logger) (*Cache, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := c.open(log, nil); err != nil {
+	if err := c.open(log, nil, nil); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
-// open acquires what the compiled cache serves from: its store and its
-// share of the upstream. st may be given (tests); nil opens the configured
+// open acquires what the compiled cache serves from: its store, its share
+// of the upstream and, when clustered, its node of the cluster in
+// storage (Caddy's). st may be given (tests); nil opens the configured
 // Badger directory.
-func (c *Cache) open(log *zap.Logger, st store.Store) error {
+func (c *Cache) open(log *zap.Logger, st store.Store, storage certmagic.Storage) error {
 	c.log = log
 	c.failLog = log.WithOptions(zap.WrapCore(func(core zapcore.Core) zapcore.Core {
 		return zapcore.NewSamplerWithOptions(core, 10*time.Second, 3, 0) // 3 per message per 10 s
@@ -167,6 +172,17 @@ func (c *Cache) open(log *zap.Logger, st store.Store) error {
 		}
 	}
 	c.store = st
+	if cl := c.cfg.Cluster; cl != nil {
+		name := cl.Name
+		if name == "" {
+			name = c.name
+		}
+		lease, poll := cl.Settings()
+		if c.node, err = cluster.Acquire(storage, name, lease, poll, log.Named("cluster")); err != nil {
+			st.Release()
+			return err
+		}
+	}
 	failures, cooldown := c.cfg.breakerSettings()
 	shared, err := acquireUpstream(c.name, upstreamSettings{
 		url: c.cfg.Upstream, concurrency: c.cfg.UpstreamConcurrency,
@@ -174,6 +190,7 @@ func (c *Cache) open(log *zap.Logger, st store.Store) error {
 		breakerFailures: failures, breakerCooldown: cooldown,
 	}, log)
 	if err != nil {
+		c.releaseNode()
 		st.Release()
 		return err
 	}
@@ -184,6 +201,7 @@ func (c *Cache) open(log *zap.Logger, st store.Store) error {
 		timeout:     time.Duration(c.cfg.Timeout),
 		store:       st,
 		shared:      shared,
+		node:        c.node,
 		log:         c.failLog, // sampled: a store outage fails every miss
 	})
 	c.refs.Store(1)
@@ -231,8 +249,21 @@ func (c *Cache) Release() error {
 		return nil
 	}
 	c.fetch.close()
+	c.releaseNode()
 	return c.store.Release()
 }
+
+func (c *Cache) releaseNode() {
+	if c.node != nil {
+		if err := c.node.Release(); err != nil {
+			c.log.Warn("leaving the cluster", zap.Error(err))
+		}
+	}
+}
+
+// Cluster is this process's node of the cache's cluster, or nil when the
+// cache is not clustered.
+func (c *Cache) Cluster() *cluster.Node { return c.node }
 
 // Name is the cache's name.
 func (c *Cache) Name() string { return c.name }

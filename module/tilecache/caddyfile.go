@@ -11,6 +11,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/dustin/go-humanize"
 
+	"github.com/tilecache/caddy-tilecache/module/cluster"
 	"github.com/tilecache/caddy-tilecache/module/gridset"
 	"github.com/tilecache/caddy-tilecache/module/imaging"
 	"github.com/tilecache/caddy-tilecache/module/params"
@@ -56,6 +57,11 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //				max_size <bytes, e.g. 2GiB>
 //				ttl <duration>
 //			}
+//		}
+//		cluster [<name>] {
+//			name <name>              # the cluster's area in Caddy's storage; default the cache's name
+//			lease <duration>         # a node silent this long is dead, its work taken over (10s)
+//			poll <duration>          # how often the shared task registry is read (1s)
 //		}
 //		jpeg_quality <1-100>
 //		breaker <failures> [<cooldown>] | breaker off | breaker { failures <n>; cooldown <d>; off }
@@ -233,6 +239,8 @@ func (c *Config) parseOption(d *caddyfile.Dispenser) error {
 		return parseBreaker(d, c)
 	case "s3":
 		return parseS3(d, c)
+	case "cluster":
+		return parseCluster(d, c)
 	case "max_param_length":
 		return intArgs(d, &c.MaxParamLength)
 	default:
@@ -407,6 +415,35 @@ func parseLayer(d *caddyfile.Dispenser) (LayerConfig, error) {
 		}
 	}
 	return l, nil
+}
+
+// parseCluster reads "cluster [<name>]" with an optional block.
+func parseCluster(d *caddyfile.Dispenser, c *Config) error {
+	cl := &cluster.Config{}
+	c.Cluster = cl
+	if d.NextArg() {
+		cl.Name = d.Val()
+		if d.NextArg() {
+			return d.ArgErr()
+		}
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		var err error
+		switch d.Val() {
+		case "name":
+			err = oneArg(d, &cl.Name)
+		case "lease":
+			err = durationArg(d, &cl.Lease)
+		case "poll":
+			err = durationArg(d, &cl.Poll)
+		default:
+			return d.Errf("unknown cluster option %q", d.Val())
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // parseS3 reads an s3 block.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
+	"github.com/tilecache/caddy-tilecache/module/cluster"
 	"github.com/tilecache/caddy-tilecache/module/gridset"
 	"github.com/tilecache/caddy-tilecache/module/imaging"
 	"github.com/tilecache/caddy-tilecache/module/params"
@@ -45,6 +46,11 @@ type Config struct {
 	// S3 keeps the tiles in an S3-compatible bucket, shared by every node
 	// that names it, instead of in the Badger directory.
 	S3 *S3Config `json:"s3,omitempty"`
+	// Cluster makes this cache one node of several that act as one cache:
+	// tasks, work units and render markers are shared through Caddy's
+	// configured storage, tiles through S3 (package cluster). Every node
+	// names the same S3 bucket and prefix and the same cluster.
+	Cluster *cluster.Config `json:"cluster,omitempty"`
 	// Gridsets are custom gridsets, beside the built-in EPSG:4326 and EPSG:900913.
 	Gridsets []gridset.Config `json:"gridsets,omitempty"`
 	// Layers are the cached layers.
@@ -239,6 +245,14 @@ func (c *Config) validate() error {
 		}
 		if l := c.S3.Local; l != nil && (l.MaxSize < 0 || l.TTL < 0) {
 			return errors.New("s3: local max_size and ttl must not be negative")
+		}
+	}
+	if c.Cluster != nil {
+		if c.S3 == nil {
+			return errors.New("cluster needs the s3 storage: the nodes of a cluster share their tiles through one bucket")
+		}
+		if err := c.Cluster.Validate(); err != nil {
+			return err
 		}
 	}
 	if len(c.Layers) == 0 {

@@ -18,6 +18,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/tilecache/caddy-tilecache/module/cluster"
 	"github.com/tilecache/caddy-tilecache/module/gridset"
 	"github.com/tilecache/caddy-tilecache/module/imaging"
 	"github.com/tilecache/caddy-tilecache/module/params"
@@ -121,6 +122,10 @@ type fetcher struct {
 	store    store.Store
 	log      *zap.Logger
 	shared   *upstream
+	// node is the cluster this cache is a node of, or nil: its render
+	// markers keep other nodes from rendering a metatile this one is
+	// rendering (cluster/render.go).
+	node *cluster.Node
 }
 
 // fetcherConfig is what a fetcher is built from, in Provision and in tests.
@@ -131,6 +136,7 @@ type fetcherConfig struct {
 	timeout     time.Duration
 	store       store.Store
 	shared      *upstream
+	node        *cluster.Node
 	log         *zap.Logger
 }
 
@@ -147,6 +153,7 @@ func newFetcher(c fetcherConfig) *fetcher {
 		store:   c.store,
 		log:     c.log,
 		shared:  c.shared,
+		node:    c.node,
 	}
 }
 
@@ -240,7 +247,24 @@ func (f *fetcher) run(key flightKey, fl *flight, m *MetaRequest) {
 }
 
 func (f *fetcher) fetchAndStore(set store.Set, m *MetaRequest, fl *flight) (*MetaResult, error) {
-	body, contentType, err := f.fetchBody(m, fl)
+	unmark := func() {}
+	defer func() { unmark() }() // once the tiles are stored, or the render failed
+	var marker string
+	if f.node != nil {
+		marker = cluster.MarkerKey(set.Layer, set.Gridset, set.Format, set.Params, fmt.Sprint(m.Meta.Key()))
+		if res := f.renderedElsewhere(marker, set, m, fl); res != nil {
+			fl.answered = true
+			fl.markFetched()
+			return res, nil
+		}
+	}
+	body, contentType, err := f.fetchBody(m, fl, func() {
+		if f.node != nil {
+			// Until the tiles are stored: the upstream's timeout, and as
+			// long again for decoding, encoding and storing.
+			unmark = f.node.MarkRender(marker, 2*f.timeout)
+		}
+	})
 	fl.answered = err == nil
 	fl.markFetched()
 	f.shared.mu.Lock()
@@ -284,6 +308,39 @@ func (f *fetcher) fetchAndStore(set store.Set, m *MetaRequest, fl *flight) (*Met
 		f.log.Error("storing metatile failed", zap.String("layer", set.Layer), zap.Error(err))
 	}
 	return res, nil
+}
+
+// renderedElsewhere waits for another node of the cluster that is
+// rendering the metatile (its render marker is there) and returns its
+// tiles from the shared store; nil when nobody else renders it, or the
+// tiles are not all there after the wait: then this node renders.
+func (f *fetcher) renderedElsewhere(marker string, set store.Set, m *MetaRequest, fl *flight) *MetaResult {
+	busy, until := f.node.RenderingElsewhere(marker)
+	if !busy {
+		return nil
+	}
+	f.node.WaitRender(fl.queued, marker, until)
+	if fl.queued.Err() != nil {
+		return nil // nobody waits any more; fetch's own checks end it
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
+	defer cancel()
+	cols, rows := m.Meta.Cols(), m.Meta.Rows()
+	res := &MetaResult{Tiles: make([]store.Entry, 0, cols*rows)}
+	for i := range cols * rows {
+		idx := m.Meta.TileAt(i%cols, i/cols)
+		k := store.Key{Set: set, Z: idx.Z, X: idx.X, Y: idx.Y}
+		t, err := f.store.Get(ctx, k, nil)
+		if err != nil {
+			return nil
+		}
+		res.Tiles = append(res.Tiles, store.Entry{Key: k, Data: t.Data})
+		if t.StoredAt.After(res.StoredAt) {
+			res.StoredAt = t.StoredAt
+		}
+	}
+	metrics().renderedElsewhere.Inc()
+	return res
 }
 
 // seedWork bounds the CPU that seeding's local work (decoding, slicing and
@@ -357,7 +414,7 @@ func (fl *flight) markFetched() {
 // at once, before and after waiting for a slot. The timeout runs from the
 // moment the request goes out: time in line is not the upstream's, and a
 // fetch that waited long must not fail as if the upstream had been slow.
-func (f *fetcher) fetchBody(m *MetaRequest, fl *flight) (_ []byte, _ string, err error) {
+func (f *fetcher) fetchBody(m *MetaRequest, fl *flight, onWire func()) (_ []byte, _ string, err error) {
 	sh := f.shared
 	brk, limit := sh.breaker, sh.limit
 	if err := brk.check(); err != nil {
@@ -381,6 +438,7 @@ func (f *fetcher) fetchBody(m *MetaRequest, fl *flight) (_ []byte, _ string, err
 	if abandoned {
 		return nil, "", fmt.Errorf("%w: nobody waits for the tile any more", ErrUpstreamBusy)
 	}
+	onWire()
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
 	defer cancel()
 	probe, err := brk.allow()

@@ -69,7 +69,7 @@ func openTest(t testing.TB, c *Cache, st store.Store) *Cache {
 		}
 		st = b
 	}
-	if err := c.open(zap.NewNop(), st); err != nil {
+	if err := c.open(zap.NewNop(), st, nil); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Release() })

@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tilecache/caddy-tilecache/module/cluster"
 	"github.com/tilecache/caddy-tilecache/module/store"
 	"github.com/tilecache/caddy-tilecache/module/store/s3store"
 	"github.com/tilecache/caddy-tilecache/module/store/tiered"
@@ -22,6 +23,7 @@ type tileMetrics struct {
 	upstreamLatency                     *prometheus.HistogramVec
 	breakerOpens, breakerRejected       *prometheus.CounterVec
 	refused                             *prometheus.CounterVec
+	renderedElsewhere                   prometheus.Counter
 }
 
 var metrics = sync.OnceValue(func() *tileMetrics {
@@ -45,15 +47,18 @@ var metrics = sync.OnceValue(func() *tileMetrics {
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 12)}, []string{"layer"}),
 		breakerOpens:    counter("breaker_opens_total", "Times the upstream circuit breaker opened after consecutive failures.", "cache"),
 		breakerRejected: counter("breaker_rejected_total", "Metatile fetches refused without asking the upstream while the circuit breaker was open.", "cache"),
-		refused:         counter("misses_refused_total", "Misses answered 503 (the upstream is busy: its line of waiting misses is full) or 429 (one client has max_misses_per_client waiting).", "cache", "reason"),
+		renderedElsewhere: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
+			Name: "rendered_elsewhere_total", Help: "Metatiles this node did not render because another node of its cluster was rendering them; their tiles came from the shared store."}),
+		refused: counter("misses_refused_total", "Misses answered 503 (the upstream is busy: its line of waiting misses is full) or 429 (one client has max_misses_per_client waiting).", "cache", "reason"),
 	}
 })
 
 func (m *tileMetrics) register(reg prometheus.Registerer) error {
 	cs := []prometheus.Collector{m.hits, m.misses, m.stale, m.upstreamErrors, m.passthrough,
-		m.storeErrors, m.storeOpens, m.upstreamLatency, m.breakerOpens, m.breakerRejected, m.refused}
+		m.storeErrors, m.storeOpens, m.upstreamLatency, m.breakerOpens, m.breakerRejected, m.refused, m.renderedElsewhere}
 	cs = append(cs, s3store.Collectors()...)
 	cs = append(cs, tiered.Collectors()...)
+	cs = append(cs, cluster.Collectors()...)
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError

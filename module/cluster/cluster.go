@@ -1,0 +1,442 @@
+// Package cluster lets several Caddy nodes act as one tile cache. What
+// they share goes through Caddy's configured storage (a
+// certmagic.Storage: file_system on a shared volume, Redis, Consul, S3,
+// Postgres…), the mechanism Caddy itself uses to run as a cluster: no
+// coordination server of the plugin's own.
+//
+// A Node is this process's member of one cluster. It writes a heartbeat,
+// watches the others' heartbeats (a node silent for the lease is dead and
+// its claims void), and offers the storage under the cluster's own prefix
+// with timings and errors that say where they come from. Package seeder
+// keeps its task registry and work units with it; the tile fetch path
+// marks the metatiles it renders (render.go).
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/certmagic"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// Config is the cluster option of a tile_cache.
+type Config struct {
+	// Name is the cluster's area in the shared storage
+	// (tile_cache/<name>/…). Every node of one cache names the same.
+	// Default: the cache's name.
+	Name string `json:"name,omitempty"`
+	// Lease is how long a node may be silent (no heartbeat seen to change)
+	// before the others take over the work it had claimed. Default 10s.
+	Lease caddy.Duration `json:"lease,omitempty"`
+	// Poll is how often a node reads the shared task registry: the delay
+	// before it joins a task submitted elsewhere, or stops one killed
+	// elsewhere. Default 1s.
+	Poll caddy.Duration `json:"poll,omitempty"`
+}
+
+// Defaults of Config.
+const (
+	DefaultLease = 10 * time.Second
+	DefaultPoll  = time.Second
+)
+
+// Validate checks the settings; zero values take the defaults.
+func (c *Config) Validate() error {
+	if c.Name != "" && (strings.ContainsAny(c.Name, "/\\") || c.Name == "." || c.Name == "..") {
+		return fmt.Errorf("cluster name %q must not contain a slash", c.Name)
+	}
+	if c.Lease < 0 || c.Poll < 0 {
+		return errors.New("cluster lease and poll must not be negative")
+	}
+	lease, poll := c.Settings()
+	if lease < time.Second {
+		return fmt.Errorf("cluster lease %v is below 1s: a busy node would be declared dead", lease)
+	}
+	if poll >= lease {
+		return fmt.Errorf("cluster poll %v must be shorter than the lease %v", poll, lease)
+	}
+	return nil
+}
+
+// Settings returns the lease and poll interval with defaults applied.
+func (c *Config) Settings() (lease, poll time.Duration) {
+	lease, poll = time.Duration(c.Lease), time.Duration(c.Poll)
+	if lease == 0 {
+		lease = DefaultLease
+	}
+	if poll == 0 {
+		poll = min(DefaultPoll, lease/2)
+	}
+	return lease, poll
+}
+
+// ErrStorage wraps every failure of the shared storage, so that callers
+// (the REST interface above all) can tell it from other errors.
+var ErrStorage = errors.New("cluster storage unavailable")
+
+func storageErr(op, key string, err error) error {
+	return fmt.Errorf("%w: %s %s: %v", ErrStorage, op, key, err)
+}
+
+// IsNotExist reports whether err says a key is not stored. Storages say
+// so with fs.ErrNotExist (certmagic's contract).
+func IsNotExist(err error) bool { return errors.Is(err, fs.ErrNotExist) }
+
+// Node is this process's member of a cluster. One per cluster area and
+// storage, shared by the configs that use it through a caddy.UsagePool:
+// a reload keeps the node's identity, so the work it has claimed stays its.
+type Node struct {
+	// ID names the node in the cluster: host name and a random suffix
+	// drawn per process, so that a restarted node is a new one and its
+	// predecessor's claims are taken over, not mistaken for its own.
+	ID     string
+	prefix string
+	st     certmagic.Storage
+	log    *zap.Logger
+	// quiet is log, sampled: an outage of the storage fails every call.
+	quiet  *zap.Logger
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+	// keyInPool is the node's key in the usage pool, for Release.
+	keyInPool string
+
+	mu    sync.Mutex
+	lease time.Duration
+	poll  time.Duration
+	beat  int64
+	peers map[string]peer
+	// healthy is false while this node's own heartbeat cannot be written
+	// or the others' read: it then judges nobody dead.
+	healthy bool
+	lastErr string
+}
+
+// peer is what this node last saw of another's heartbeat, by its own
+// clock: liveness never compares two machines' clocks.
+type peer struct {
+	beat    int64
+	changed time.Time
+}
+
+// heartbeat is a node's record under nodes/.
+type heartbeat struct {
+	Beat    int64     `json:"beat"`
+	Host    string    `json:"host"`
+	PID     int       `json:"pid"`
+	Started time.Time `json:"started"`
+}
+
+var nodes = caddy.NewUsagePool()
+
+// Acquire returns this process's node of the cluster area name in st,
+// joining the cluster on first use, with the newest settings. Pair with
+// Release.
+func Acquire(st certmagic.Storage, name string, lease, poll time.Duration, log *zap.Logger) (*Node, error) {
+	if st == nil {
+		return nil, errors.New("cluster: no storage (Caddy's storage is not configured)")
+	}
+	prefix := "tile_cache/" + name
+	key := fmt.Sprintf("%v|%s", st, prefix)
+	v, _, err := nodes.LoadOrNew(key, func() (caddy.Destructor, error) {
+		n := Join(st, name, lease, poll, log)
+		n.keyInPool = key
+		return n, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	n := v.(*Node)
+	n.SetSettings(lease, poll)
+	return n, nil
+}
+
+// SetSettings changes the lease and poll interval (the newest config's).
+func (n *Node) SetSettings(lease, poll time.Duration) {
+	n.mu.Lock()
+	n.lease, n.poll = lease, poll
+	n.mu.Unlock()
+}
+
+// Join makes a node of the cluster area name in st outside the usage
+// pool: every call is a node of its own (tests run several in one
+// process). Destruct leaves.
+func Join(st certmagic.Storage, name string, lease, poll time.Duration, log *zap.Logger) *Node {
+	prefix := "tile_cache/" + name
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "node"
+	}
+	suffix := make([]byte, 4)
+	rand.Read(suffix)
+	ctx, cancel := context.WithCancel(context.Background())
+	n := &Node{
+		ID:     host + "-" + hex.EncodeToString(suffix),
+		prefix: prefix, st: st, ctx: ctx, cancel: cancel, done: make(chan struct{}),
+		peers: map[string]peer{}, lease: lease, poll: poll,
+	}
+	n.log = log.With(zap.String("node", n.ID), zap.String("cluster", prefix))
+	n.quiet = n.log.WithOptions(zap.WrapCore(func(core zapcore.Core) zapcore.Core {
+		return zapcore.NewSamplerWithOptions(core, 10*time.Second, 2, 0)
+	}))
+	n.writeBeat() // known to the others before it claims anything
+	go n.heartbeatLoop()
+	n.log.Info("joined the cluster")
+	return n
+}
+
+// Release gives back one use of the node; the last leaves the cluster.
+func (n *Node) Release() error {
+	_, err := nodes.Delete(n.keyInPool)
+	return err
+}
+
+// Destruct leaves the cluster: the heartbeat stops and its record goes,
+// so the others need not wait out the lease for work this node still
+// held (the seeder gives its claims back before).
+func (n *Node) Destruct() error {
+	n.cancel()
+	<-n.done
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := n.st.Delete(ctx, n.key("nodes/"+n.ID))
+	n.log.Info("left the cluster")
+	return err
+}
+
+// Settings are the lease and poll interval in force.
+func (n *Node) Settings() (lease, poll time.Duration) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.lease, n.poll
+}
+
+func (n *Node) key(k string) string { return path.Join(n.prefix, k) }
+
+// heartbeatLoop writes the node's heartbeat and reads the others' four
+// times per lease.
+func (n *Node) heartbeatLoop() {
+	defer close(n.done)
+	for {
+		lease, _ := n.Settings()
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-time.After(lease / 4):
+		}
+		n.writeBeat()
+	}
+}
+
+func (n *Node) writeBeat() {
+	start := time.Now()
+	n.mu.Lock()
+	n.beat++
+	hb := heartbeat{Beat: n.beat, PID: os.Getpid()}
+	n.mu.Unlock()
+	hb.Host, _ = os.Hostname()
+	b, _ := json.Marshal(hb)
+	err := n.Store("nodes/"+n.ID, b)
+	if err == nil {
+		err = n.readPeers()
+	}
+	observe("beat", start)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if err != nil {
+		if n.healthy || n.lastErr == "" {
+			n.log.Warn("cluster heartbeat failed: this node judges no other node dead until the storage answers again", zap.Error(err))
+		}
+		n.healthy, n.lastErr = false, err.Error()
+		return
+	}
+	if !n.healthy {
+		// Back after an outage: nobody could be seen beating meanwhile,
+		// so every node's silence is counted from now.
+		now := time.Now()
+		for id, p := range n.peers {
+			p.changed = now
+			n.peers[id] = p
+		}
+		if n.lastErr != "" {
+			n.log.Info("cluster storage answers again")
+		}
+	}
+	n.healthy, n.lastErr = true, ""
+}
+
+// readPeers loads every node's heartbeat and notes whose changed.
+func (n *Node) readPeers() error {
+	keys, err := n.List("nodes")
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	seen := make(map[string]int64, len(keys))
+	for _, k := range keys {
+		b, err := n.Load(k)
+		if IsNotExist(err) {
+			continue // left just now
+		}
+		if err != nil {
+			return err
+		}
+		var hb heartbeat
+		if json.Unmarshal(b, &hb) != nil {
+			continue
+		}
+		seen[path.Base(k)] = hb.Beat
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for id, beat := range seen {
+		if p, ok := n.peers[id]; !ok || p.beat != beat {
+			n.peers[id] = peer{beat: beat, changed: now}
+		}
+	}
+	for id := range n.peers {
+		if _, ok := seen[id]; !ok {
+			delete(n.peers, id) // left the cluster (or its record was lost): dead
+		}
+	}
+	return nil
+}
+
+// Alive reports whether node id counts as alive: this node itself, and
+// any node whose heartbeat this node saw change within the lease. A node
+// whose record is gone (it left) is dead at once; while this node cannot
+// read the storage, everybody it knows counts as alive.
+func (n *Node) Alive(id string) bool {
+	if id == n.ID {
+		return true
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	p, ok := n.peers[id]
+	if !ok {
+		return !n.healthy && id != ""
+	}
+	return !n.healthy || time.Since(p.changed) < n.lease
+}
+
+// Err is the last storage failure of the heartbeat, or nil while it works.
+func (n *Node) Err() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.lastErr == "" {
+		return nil
+	}
+	return errors.New(n.lastErr)
+}
+
+// Peers lists the nodes this one counts as alive, itself included.
+func (n *Node) Peers() []string {
+	n.mu.Lock()
+	ids := make([]string, 0, len(n.peers)+1)
+	for id := range n.peers {
+		ids = append(ids, id)
+	}
+	n.mu.Unlock()
+	out := []string{n.ID}
+	for _, id := range ids {
+		if id != n.ID && n.Alive(id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// opTimeout bounds one storage call: a hung storage must not hang a
+// worker or a REST request for ever.
+const opTimeout = 10 * time.Second
+
+func (n *Node) opCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(n.ctx, opTimeout)
+}
+
+// Load reads key (relative to the cluster's area). A key that is not
+// stored is an error satisfying IsNotExist, not an ErrStorage.
+func (n *Node) Load(key string) ([]byte, error) {
+	ctx, cancel := n.opCtx()
+	defer cancel()
+	full := key
+	if !strings.HasPrefix(key, n.prefix+"/") {
+		full = n.key(key)
+	}
+	b, err := n.st.Load(ctx, full)
+	if err != nil && !IsNotExist(err) {
+		return nil, storageErr("reading", key, err)
+	}
+	return b, err
+}
+
+// Store writes key.
+func (n *Node) Store(key string, value []byte) error {
+	ctx, cancel := n.opCtx()
+	defer cancel()
+	if err := n.st.Store(ctx, n.key(key), value); err != nil {
+		return storageErr("writing", key, err)
+	}
+	return nil
+}
+
+// Delete removes key and, for a prefix, every key under it.
+func (n *Node) Delete(key string) error {
+	ctx, cancel := n.opCtx()
+	defer cancel()
+	if err := n.st.Delete(ctx, n.key(key)); err != nil && !IsNotExist(err) {
+		return storageErr("deleting", key, err)
+	}
+	return nil
+}
+
+// List returns the full keys directly under prefix; none when nothing
+// was ever stored there.
+func (n *Node) List(prefix string) ([]string, error) {
+	ctx, cancel := n.opCtx()
+	defer cancel()
+	keys, err := n.st.List(ctx, n.key(prefix), false)
+	if IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, storageErr("listing", prefix, err)
+	}
+	return keys, nil
+}
+
+// Locked runs fn holding the cluster-wide lock name. The lock is the
+// storage's (certmagic.Locker): a node that dies holding it leaves it
+// until the storage declares it stale (file_system: about 10 s), so fn
+// must be short.
+func (n *Node) Locked(name string, fn func() error) error {
+	start := time.Now()
+	ctx, cancel := n.opCtx()
+	defer cancel()
+	full := n.key(name)
+	if err := n.st.Lock(ctx, full); err != nil {
+		return storageErr("locking", name, err)
+	}
+	defer func() {
+		uctx, ucancel := context.WithTimeout(context.Background(), opTimeout)
+		defer ucancel()
+		if err := n.st.Unlock(uctx, full); err != nil {
+			n.quiet.Warn("unlocking failed; the lock goes stale by itself", zap.String("lock", name), zap.Error(err))
+		}
+	}()
+	observe("lock_wait", start)
+	return fn()
+}

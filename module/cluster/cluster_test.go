@@ -1,0 +1,156 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/certmagic"
+	"go.uber.org/zap"
+)
+
+func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, d)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Two nodes on one file_system storage see each other alive; one that
+// leaves is dead at once, one that goes silent (a crash) after the lease.
+func TestLiveness(t *testing.T) {
+	st := &certmagic.FileStorage{Path: t.TempDir()}
+	lease := 800 * time.Millisecond
+	a := Join(st, "c", lease, 100*time.Millisecond, zap.NewNop())
+	defer a.Destruct()
+	b := Join(st, "c", lease, 100*time.Millisecond, zap.NewNop())
+	c := Join(st, "c", lease, 100*time.Millisecond, zap.NewNop())
+	if a.ID == b.ID || b.ID == c.ID {
+		t.Fatal("two nodes with one id")
+	}
+	waitFor(t, "a sees b and c", 2*time.Second, func() bool { return len(a.Peers()) == 3 })
+	if !a.Alive(b.ID) || !a.Alive(c.ID) || !a.Alive(a.ID) {
+		t.Fatal("a live node counted dead")
+	}
+	b.Destruct() // leaves: its record goes
+	waitFor(t, "a sees b gone", 2*time.Second, func() bool { return !a.Alive(b.ID) })
+	c.cancel() // silent, record kept: a crash
+	<-c.done
+	time.Sleep(lease / 2)
+	if !a.Alive(c.ID) {
+		t.Fatal("a silent node counted dead before its lease ran out")
+	}
+	waitFor(t, "a counts silent c dead", 2*lease, func() bool { return !a.Alive(c.ID) })
+	if a.Alive("never-seen") {
+		t.Fatal("an unknown node counted alive")
+	}
+}
+
+// While the storage fails, nobody is judged dead, and errors say where
+// they come from.
+func TestStorageOutage(t *testing.T) {
+	dir := t.TempDir()
+	st := &certmagic.FileStorage{Path: filepath.Join(dir, "s")}
+	lease := 600 * time.Millisecond
+	a := Join(st, "c", lease, 100*time.Millisecond, zap.NewNop())
+	defer a.Destruct()
+	b := Join(st, "c", lease, 100*time.Millisecond, zap.NewNop())
+	defer b.Destruct()
+	waitFor(t, "a sees b", 2*time.Second, func() bool { return len(a.Peers()) == 2 })
+	// The storage becomes unusable: a file where its directory was.
+	if err := os.Rename(st.Path, st.Path+".off"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(st.Path, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a notices the outage", 2*time.Second, func() bool { return a.Err() != nil })
+	time.Sleep(2 * lease)
+	if !a.Alive(b.ID) {
+		t.Fatal("a node judged dead while the storage could not tell")
+	}
+	if err := a.Store("x", []byte("1")); !errors.Is(err, ErrStorage) {
+		t.Fatalf("a write during the outage: %v, want ErrStorage", err)
+	}
+	if _, err := a.Load("x"); !errors.Is(err, ErrStorage) || IsNotExist(err) {
+		t.Fatalf("a read during the outage: %v, want ErrStorage", err)
+	}
+	os.Remove(st.Path)
+	if err := os.Rename(st.Path+".off", st.Path); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a recovers", 2*time.Second, func() bool { return a.Err() == nil })
+	if !a.Alive(b.ID) {
+		t.Fatal("b dead after the outage although it beats again")
+	}
+}
+
+// A render marker keeps another node waiting until it is removed, and
+// only a live node's unexpired marker counts.
+func TestRenderMarkers(t *testing.T) {
+	st := &certmagic.FileStorage{Path: t.TempDir()}
+	a := Join(st, "c", 2*time.Second, 100*time.Millisecond, zap.NewNop())
+	defer a.Destruct()
+	b := Join(st, "c", 2*time.Second, 100*time.Millisecond, zap.NewNop())
+	defer b.Destruct()
+	waitFor(t, "b sees a", 2*time.Second, func() bool { return b.Alive(a.ID) && len(b.Peers()) == 2 })
+	key := MarkerKey("layer", "EPSG:4326", "image/png", "", "z1")
+	if key != MarkerKey("layer", "EPSG:4326", "image/png", "", "z1") || key == MarkerKey("layer", "EPSG:4326", "image/png", "", "z2") {
+		t.Fatal("marker keys are not one per metatile")
+	}
+	if busy, _ := b.RenderingElsewhere(key); busy {
+		t.Fatal("a marker seen before anyone wrote one")
+	}
+	done := a.MarkRender(key, 5*time.Second)
+	if busy, _ := a.RenderingElsewhere(key); busy {
+		t.Fatal("a node waits for its own marker")
+	}
+	busy, until := b.RenderingElsewhere(key)
+	if !busy || time.Until(until) < 4*time.Second {
+		t.Fatalf("b does not see a's marker: %v until %v", busy, until)
+	}
+	released := make(chan struct{})
+	go func() {
+		b.WaitRender(context.Background(), key, until)
+		close(released)
+	}()
+	select {
+	case <-released:
+		t.Fatal("b stopped waiting while a still renders")
+	case <-time.After(300 * time.Millisecond):
+	}
+	done()
+	select {
+	case <-released:
+	case <-time.After(2 * time.Second):
+		t.Fatal("b still waits after a removed its marker")
+	}
+	// An expired marker does not count.
+	a.MarkRender(key, 50*time.Millisecond)
+	time.Sleep(100 * time.Millisecond)
+	if busy, _ := b.RenderingElsewhere(key); busy {
+		t.Fatal("an expired marker still counts")
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	for _, c := range []Config{{Name: "a/b"}, {Lease: -1}, {Lease: 500 * 1e6}, {Poll: 20 * 1e9}} {
+		if c.Validate() == nil {
+			t.Errorf("%+v accepted", c)
+		}
+	}
+	ok := Config{Name: "tiles"}
+	if err := ok.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if lease, poll := ok.Settings(); lease != DefaultLease || poll != DefaultPoll {
+		t.Fatalf("defaults %v %v", lease, poll)
+	}
+}
