@@ -74,13 +74,13 @@ type registry struct {
 // another node).
 var errGone = errors.New("the task is no longer active")
 
-func taskKey(id int64) string        { return "tasks/" + strconv.FormatInt(id, 10) + "/task" }
-func taskLock(id int64) string       { return "tasks/" + strconv.FormatInt(id, 10) }
-func doneKey(id, unit int64) string  { return fmt.Sprintf("tasks/%d/done/%d", id, unit) }
-func historyKey(id int64) string     { return "history/" + strconv.FormatInt(id, 10) }
-func (r *record) active() bool       { return r.State == Pending || r.State == Running }
-func (r *record) rowState() State    { return r.State }
-func (r *record) summary() Summary   { return Summary{r.ID, r.Layer, r.Type, r.State} }
+func taskKey(id int64) string       { return "tasks/" + strconv.FormatInt(id, 10) + "/task" }
+func taskLock(id int64) string      { return "tasks/" + strconv.FormatInt(id, 10) }
+func doneKey(id, unit int64) string { return fmt.Sprintf("tasks/%d/done/%d", id, unit) }
+func historyKey(id int64) string    { return "history/" + strconv.FormatInt(id, 10) }
+func (r *record) active() bool      { return r.State == Pending || r.State == Running }
+func (r *record) rowState() State   { return r.State }
+func (r *record) summary() Summary  { return Summary{r.ID, r.Layer, r.Type, r.State} }
 func unmarshalRecord(b []byte) (*record, error) {
 	rec := new(record)
 	if err := json.Unmarshal(b, rec); err != nil {
@@ -398,8 +398,8 @@ func (r *record) info() Info {
 		ID: r.ID, Layer: r.Layer, Type: r.Type.String(), State: r.State.String(), Status: int64(r.State),
 		Gridset: r.Gridset, Format: r.Format, Parameters: r.Params,
 		ZoomStart: r.ZoomStart, ZoomStop: r.ZoomStop,
-		Bounds:    [4]float64{r.Bounds.MinX, r.Bounds.MinY, r.Bounds.MaxX, r.Bounds.MaxY},
-		Threads:   r.Threads, FailedTiles: r.FailedTiles, Failures: r.Failures,
+		Bounds:  [4]float64{r.Bounds.MinX, r.Bounds.MinY, r.Bounds.MaxX, r.Bounds.MaxY},
+		Threads: r.Threads, FailedTiles: r.FailedTiles, Failures: r.Failures,
 		LastError: r.LastError, Reason: r.Reason, Created: r.Created,
 	}
 	row := r.row()

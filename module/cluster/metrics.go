@@ -20,7 +20,9 @@ var opSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 func Collectors() []prometheus.Collector { return []prometheus.Collector{opSeconds} }
 
 // observe records the time since start under op.
-func observe(op string, start time.Time) { opSeconds.WithLabelValues(op).Observe(time.Since(start).Seconds()) }
+func observe(op string, start time.Time) {
+	opSeconds.WithLabelValues(op).Observe(time.Since(start).Seconds())
+}
 
 // Observe is observe for the packages that coordinate through a Node.
 func Observe(op string, start time.Time) { observe(op, start) }
