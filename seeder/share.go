@@ -39,7 +39,9 @@ type unitProgress struct {
 }
 
 func newShare(e *Engine, reg *registry, t *Task, rec *record) *share {
-	return &share{reg: reg, e: e, t: t, perUnit: rec.PerUnit, metatiles: rec.Metatiles, open: map[int64]*unitProgress{}}
+	// The task's failures so far are the record's: only new ones are reported.
+	return &share{reg: reg, e: e, t: t, perUnit: rec.PerUnit, metatiles: rec.Metatiles,
+		open: map[int64]*unitProgress{}, failures: t.failures.Load()}
 }
 
 // want is how many units the node keeps claimed ahead: two per worker
