@@ -97,15 +97,26 @@ func TestRegistryHandsEachUnitOutOnce(t *testing.T) {
 // A silent node's units: the one it finished counts from its done record,
 // the one it did not is handed out again; neither counts twice.
 func TestRegistryTakesOverADeadNodesUnits(t *testing.T) {
-	regs := testRegistries(t, 1)
+	regs := testRegistries(t, 2)
 	r := regs[0]
+	// The ghost: a node that was there and is gone.
+	ghost := regs[1].n.ID
+	r.n.Alive(ghost)
+	regs[1].n.Destruct()
+	deadline := time.Now().Add(3 * time.Second)
+	for r.n.Alive(ghost) {
+		if time.Now().After(deadline) {
+			t.Fatal("the node that left still counts alive")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	rec := testRecord(7, 4, 1)
 	rec.Next, rec.State = 3, Running
-	rec.Held = map[int64]string{0: "ghost", 1: "ghost", 2: r.n.ID}
+	rec.Held = map[int64]string{0: ghost, 1: ghost, 2: r.n.ID}
 	if err := r.submit(rec); err != nil {
 		t.Fatal(err)
 	}
-	b, _ := json.Marshal(doneUnit{Unit: 0, Processed: 16, Node: "ghost"})
+	b, _ := json.Marshal(doneUnit{Unit: 0, Processed: 16, Node: ghost})
 	if err := r.n.Store(doneKey(7, 0), b); err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +132,7 @@ func TestRegistryTakesOverADeadNodesUnits(t *testing.T) {
 	}
 	// The dead node comes back and reports unit 1, which is no longer its.
 	after, err = r.update(7, func(rec *record) error {
-		rec.Held[1] = "someone-else"
+		rec.Held[1] = ghost
 		return nil
 	})
 	if err != nil {

@@ -119,6 +119,9 @@ type Node struct {
 	poll  time.Duration
 	beat  int64
 	peers map[string]peer
+	// gone are nodes whose heartbeat record went: they left (or were
+	// forgotten), and are dead for good.
+	gone map[string]bool
 	// healthy is false while this node's own heartbeat cannot be written
 	// or the others' read: it then judges nobody dead.
 	healthy bool
@@ -186,7 +189,7 @@ func Join(st certmagic.Storage, name string, lease, poll time.Duration, log *zap
 	n := &Node{
 		ID:     host + "-" + hex.EncodeToString(suffix),
 		prefix: prefix, st: st, ctx: ctx, cancel: cancel, done: make(chan struct{}),
-		peers: map[string]peer{}, lease: lease, poll: poll,
+		peers: map[string]peer{}, gone: map[string]bool{}, lease: lease, poll: poll,
 	}
 	n.log = log.With(zap.String("node", n.ID), zap.String("cluster", prefix))
 	n.quiet = n.log.WithOptions(zap.WrapCore(func(core zapcore.Core) zapcore.Core {
@@ -301,33 +304,54 @@ func (n *Node) readPeers() error {
 		seen[path.Base(k)] = hb.Beat
 	}
 	n.mu.Lock()
-	defer n.mu.Unlock()
+	var gone []string
 	for id, beat := range seen {
-		if p, ok := n.peers[id]; !ok || p.beat != beat {
+		p, ok := n.peers[id]
+		switch {
+		case !ok || p.beat != beat:
 			n.peers[id] = peer{beat: beat, changed: now}
+		case n.healthy && now.Sub(p.changed) > forgetAfter*n.lease:
+			gone = append(gone, id) // long dead (killed, never back): its record goes
 		}
 	}
 	for id := range n.peers {
 		if _, ok := seen[id]; !ok {
 			delete(n.peers, id) // left the cluster (or its record was lost): dead
+			n.gone[id] = true
+		}
+	}
+	n.mu.Unlock()
+	for _, id := range gone {
+		if err := n.Delete("nodes/" + id); err == nil {
+			n.log.Info("forgot a node silent for long", zap.String("dead", id))
 		}
 	}
 	return nil
 }
 
+// forgetAfter × the lease is how long a dead node's heartbeat record stays:
+// long enough that every claim has long since taken over its work.
+const forgetAfter = 30
+
 // Alive reports whether node id counts as alive: this node itself, and
 // any node whose heartbeat this node saw change within the lease. A node
 // whose record is gone (it left) is dead at once; while this node cannot
-// read the storage, everybody it knows counts as alive.
+// read the storage, everybody counts as alive. A node not heard of yet
+// (it joined since this node last read the heartbeats) counts as alive
+// until the next read says otherwise.
 func (n *Node) Alive(id string) bool {
 	if id == n.ID {
 		return true
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if n.gone[id] || id == "" {
+		return false
+	}
 	p, ok := n.peers[id]
 	if !ok {
-		return !n.healthy && id != ""
+		n.peers[id] = peer{beat: -1, changed: time.Now()}
+		return true
 	}
 	return !n.healthy || time.Since(p.changed) < n.lease
 }

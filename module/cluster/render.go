@@ -53,11 +53,15 @@ func (n *Node) RenderingElsewhere(key string) (bool, time.Time) {
 		return false, time.Time{}
 	}
 	var m marker
-	if json.Unmarshal(b, &m) != nil || m.Node == n.ID || !n.Alive(m.Node) {
+	if json.Unmarshal(b, &m) != nil || m.Node == n.ID {
 		return false, time.Time{}
 	}
 	until := time.UnixMilli(m.Until)
-	if !time.Now().Before(until) {
+	if !n.Alive(m.Node) || !time.Now().Before(until) {
+		// Left by a node that died rendering: nobody removes it but a
+		// reader. Deleting a live render's marker would only let one
+		// more node render.
+		n.Delete(key)
 		return false, time.Time{}
 	}
 	return true, until
