@@ -43,6 +43,9 @@ func MarkerKey(parts ...string) string {
 // marked key, and until when (this node's clock) its render may last.
 // A storage failure counts as no marker: rendering again is the safe side.
 func (n *Node) RenderingElsewhere(key string) (bool, time.Time) {
+	if n.Err() != nil {
+		return false, time.Time{} // the storage is down: a miss must not wait on it
+	}
 	start := time.Now()
 	defer observe("marker_check", start)
 	b, err := n.Load(key)
@@ -91,6 +94,9 @@ func (n *Node) WaitRender(ctx context.Context, key string, until time.Time) {
 // MarkRender writes this node's marker on key for at most d and returns
 // the function that removes it once the render is stored (or failed).
 func (n *Node) MarkRender(key string, d time.Duration) (done func()) {
+	if n.Err() != nil {
+		return func() {}
+	}
 	start := time.Now()
 	b, _ := json.Marshal(marker{Node: n.ID, Until: time.Now().Add(d).UnixMilli()})
 	err := n.Store(key, b)
