@@ -125,38 +125,22 @@ func (r *registry) submit(rec *record) error {
 func (r *registry) active() ([]*record, error) {
 	start := time.Now()
 	defer cluster.Observe("registry_read", start)
-	keys, err := r.n.List("tasks")
-	if err != nil {
-		return nil, err
-	}
-	recs := make([]*record, 0, len(keys))
-	for _, k := range keys {
-		b, err := r.n.Load(k + "/task")
-		if cluster.IsNotExist(err) {
-			continue // retired meanwhile
-		}
-		if err != nil {
-			return nil, err
-		}
-		rec, err := unmarshalRecord(b)
-		if err != nil {
-			return nil, err
-		}
-		recs = append(recs, rec)
-	}
-	slices.SortFunc(recs, func(a, b *record) int { return int(a.ID - b.ID) })
-	return recs, nil
+	return r.records("tasks", "/task")
 }
 
 // finished returns the finished tasks kept in the history, by id.
-func (r *registry) finished() ([]*record, error) {
-	keys, err := r.n.List("history")
+func (r *registry) finished() ([]*record, error) { return r.records("history", "") }
+
+// records loads the records under dir (each key + suffix), by id; one
+// that goes while they are read (a task retired meanwhile) is skipped.
+func (r *registry) records(dir, suffix string) ([]*record, error) {
+	keys, err := r.n.List(dir)
 	if err != nil {
 		return nil, err
 	}
 	recs := make([]*record, 0, len(keys))
 	for _, k := range keys {
-		b, err := r.n.Load(k)
+		b, err := r.n.Load(k + suffix)
 		if cluster.IsNotExist(err) {
 			continue
 		}
