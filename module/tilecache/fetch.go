@@ -271,12 +271,11 @@ func (f *fetcher) fetchAndStore(set store.Set, m *MetaRequest, fl *flight) (*Met
 	seeding := err == nil && fl.prio == PrioritySeed
 	f.shared.mu.Unlock()
 	if seeding {
-		// A seed's decoding, slicing and encoding waits for a seedWork
-		// token, unless a visitor asks for the metatile meanwhile.
-		select {
-		case seedWork <- struct{}{}:
-			defer func() { <-seedWork }()
-		case <-fl.urgent:
+		// A seed's decoding, slicing and encoding waits for a core
+		// (seedcpu.go), unless a visitor asks for the metatile meanwhile.
+		if seedCPU.acquire(fl.urgent) {
+			defer seedCPU.release()
+		} else {
 			seeding = false
 		}
 	}
@@ -342,14 +341,6 @@ func (f *fetcher) renderedElsewhere(marker string, set store.Set, m *MetaRequest
 	metrics().renderedElsewhere.Inc()
 	return res
 }
-
-// seedWork bounds the CPU that seeding's local work (decoding, slicing and
-// encoding a metatile) takes: at most GOMAXPROCS − 1 metatiles at once,
-// each on one goroutine that yields between tiles. One P then stays free
-// for the hit path; otherwise a hit waits behind the encoders for a
-// preemption slice (~10 ms). A visitor's miss is not bound: someone waits
-// for it.
-var seedWork = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)-1))
 
 // encodeAll encodes the tiles: a visitor's metatile on all cores, since
 // encoding is most of the CPU a miss costs; a seed's on this goroutine,

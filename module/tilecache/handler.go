@@ -201,6 +201,7 @@ func pass(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, reason
 
 // serveTile answers a tile request from the store, or fetches its metatile.
 func (c *Cache) serveTile(w http.ResponseWriter, r *http.Request, tr *tileRequest) error {
+	seedCPU.visited() // seeding leaves visitors a core (seedcpu.go)
 	l := tr.layer
 	key := store.Key{
 		Set: store.Set{Layer: l.Name, Gridset: tr.grid.Name, Format: tr.format.Name, Params: tr.params.Hash()},
