@@ -309,6 +309,11 @@ func (r *registry) claim(id int64, want int, rep report) ([]int64, *record, erro
 			delete(rec.Held, u)
 		}
 		slices.Sort(rec.Free)
+		// No node takes more than its part of what is left: near the end
+		// the last units spread over every live node.
+		left := rec.Units - rec.Next + int64(len(rec.Free))
+		live := int64(len(r.n.Peers()))
+		want = min(want, int(max(1, (left+live-1)/live)))
 		for len(got) < want && len(rec.Free) > 0 {
 			got = append(got, rec.Free[0])
 			rec.Free = rec.Free[1:]

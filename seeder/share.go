@@ -3,8 +3,10 @@ package seeder
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"slices"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 )
@@ -30,6 +32,26 @@ type share struct {
 	done      []doneUnit // finished, not yet reported
 	failures  int64      // failed attempts reported so far
 	exhausted bool       // the ledger had nothing left to hand this node
+	// began is when this node first handed out a metatile of the task, and
+	// finished how many units it has done since: its pace, which sizes
+	// its claims.
+	began    time.Time
+	finished int64
+}
+
+// claimAhead is how much work (at the node's own pace) a claim takes:
+// enough that a claim that waits for the storage's lock (certmagic's
+// file_system storage polls a held lock once a second) leaves no worker
+// idle, and rare enough that claims seldom meet at the lock.
+const claimAhead = 3 * time.Second
+
+// pace is the units per second this node finishes, 0 before it knows.
+// s.mu is held.
+func (s *share) pace() float64 {
+	if s.finished < 2 || s.began.IsZero() {
+		return 0
+	}
+	return float64(s.finished) / time.Since(s.began).Seconds()
 }
 
 // unitProgress counts a started unit's metatiles.
@@ -44,9 +66,13 @@ func newShare(e *Engine, reg *registry, t *Task, rec *record) *share {
 		open: map[int64]*unitProgress{}, failures: t.failures.Load()}
 }
 
-// want is how many units the node keeps claimed ahead: two per worker
-// the task may have here, so that a worker rarely waits for a claim.
-func (s *share) want() int { return 2 * s.t.Spec.Threads }
+// want is how many units the node keeps claimed ahead: claimAhead of work
+// at its pace, and at least two per worker the task may have here. The
+// registry hands out fewer near the end, so that the last units spread
+// over the nodes. s.mu is held.
+func (s *share) want() int {
+	return max(2*s.t.Spec.Threads, int(math.Ceil(s.pace()*claimAhead.Seconds())))
+}
 
 // next hands a worker its next metatile, claiming units as needed. It
 // returns false when the ledger has nothing left for this node, or the
@@ -58,6 +84,9 @@ func (s *share) next() (unit, bool) {
 		if s.from < s.end {
 			seq := s.from
 			s.from++
+			if s.began.IsZero() {
+				s.began = time.Now()
+			}
 			s.mu.Unlock()
 			u, _ := s.t.iter.at(seq)
 			u.seq = seq
@@ -68,7 +97,8 @@ func (s *share) next() (unit, bool) {
 			s.queue = s.queue[1:]
 			s.from, s.end = k*s.perUnit, min((k+1)*s.perUnit, s.metatiles)
 			s.open[k] = &unitProgress{left: s.end - s.from}
-			ahead := len(s.queue) < s.t.Spec.Threads
+			// Claim the next units while half of claimAhead is still queued.
+			ahead := float64(len(s.queue)) < max(float64(s.t.Spec.Threads), s.pace()*claimAhead.Seconds()/2)
 			s.mu.Unlock()
 			if ahead {
 				go s.sync(true, false) // claim ahead while this unit runs
@@ -117,6 +147,7 @@ func (s *share) finish(seq int64, o outcome) {
 		return
 	}
 	delete(s.open, k)
+	s.finished++
 	d := doneUnit{Unit: k, Processed: p.processed, Failed: p.failed, Node: s.reg.n.ID}
 	s.mu.Unlock()
 	b, _ := json.Marshal(d)
