@@ -1,6 +1,7 @@
 package seeder
 
 import (
+	"cmp"
 	"context"
 	"errors"
 
@@ -228,6 +229,7 @@ func (e *Engine) killShared(reg *registry, layer string, which Which) (killed, f
 	if err != nil {
 		return nil, nil, err
 	}
+	var failed error
 	for _, r := range recs {
 		if layer != "" && r.Layer != layer {
 			continue
@@ -238,11 +240,15 @@ func (e *Engine) killShared(reg *registry, layer string, which Which) (killed, f
 				continue // it finished meanwhile
 			}
 			if err != nil {
-				return killed, nil, err
+				failed = cmp.Or(failed, err) // the others are still killed
+				continue
 			}
 			e.stopShare(r.ID)
 			killed = append(killed, sum)
 		}
+	}
+	if failed != nil {
+		return killed, nil, failed
 	}
 	done, err := reg.finished()
 	if err != nil {

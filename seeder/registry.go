@@ -128,6 +128,18 @@ func (r *registry) active() ([]*record, error) {
 	return r.records("tasks", "/task")
 }
 
+// sweep removes the folder of a task that has retired (it is in the
+// history) but whose folder a late done record brought back.
+func (r *registry) sweep(key string) {
+	id, err := strconv.ParseInt(path.Base(key), 10, 64)
+	if err != nil {
+		return
+	}
+	if _, err := r.n.Load(historyKey(id)); err == nil {
+		r.n.Delete(taskLock(id))
+	}
+}
+
 // finished returns the finished tasks kept in the history, by id.
 func (r *registry) finished() ([]*record, error) { return r.records("history", "") }
 
@@ -142,6 +154,9 @@ func (r *registry) records(dir, suffix string) ([]*record, error) {
 	for _, k := range keys {
 		b, err := r.n.Load(k + suffix)
 		if cluster.IsNotExist(err) {
+			if dir == "tasks" {
+				r.sweep(k) // a retired task's leftovers; not a task being submitted
+			}
 			continue
 		}
 		if err != nil {
@@ -220,9 +235,16 @@ func (r *registry) retire(rec *record) error {
 	if err := r.n.Store(historyKey(rec.ID), b); err != nil {
 		return err
 	}
+	// Deleting the record ends the task for every node; its folder (the
+	// units' done records) may still be written to by workers that have
+	// not heard yet, so it goes on a best-effort basis (again by active).
+	if err := r.n.Delete(taskKey(rec.ID)); err != nil {
+		return err
+	}
 	r.log.Info("task finished", zap.Int64("id", rec.ID), zap.Stringer("state", rec.State),
 		zap.Int64("processed", rec.Processed), zap.Int64("total", rec.Total), zap.Int64("failed_tiles", rec.FailedTiles))
-	return r.n.Delete(taskLock(rec.ID)) // the record and its units' done records
+	r.n.Delete(taskLock(rec.ID))
+	return nil
 }
 
 // evict forgets the oldest finished tasks beyond the history's size. Two

@@ -442,10 +442,41 @@ func (n *Node) List(prefix string) ([]string, error) {
 	return keys, nil
 }
 
+// unlock gives a lock back. One that cannot be given back (the storage
+// failed just then) is tried again until it can: certmagic's file_system
+// storage keeps a lock it created fresh for as long as the file exists,
+// so a lock left behind by an outage would otherwise never go stale.
+func (n *Node) unlock(name, full string) {
+	try := func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+		defer cancel()
+		err := n.st.Unlock(ctx, full)
+		return err == nil || IsNotExist(err)
+	}
+	if try() {
+		return
+	}
+	n.quiet.Warn("unlocking failed: trying again until the storage answers", zap.String("lock", name))
+	go func() {
+		for i := 0; i < int(unlockRetries/time.Second); i++ {
+			time.Sleep(time.Second)
+			if try() {
+				n.log.Info("lock given back after a storage failure", zap.String("lock", name))
+				return
+			}
+		}
+		n.log.Error("lock not given back: it blocks others until the storage declares it stale", zap.String("lock", name))
+	}()
+}
+
+// unlockRetries bounds how long a lock's release is retried.
+const unlockRetries = 10 * time.Minute
+
 // Locked runs fn holding the cluster-wide lock name. The lock is the
 // storage's (certmagic.Locker): a node that dies holding it leaves it
 // until the storage declares it stale (file_system: about 10 s), so fn
-// must be short.
+// must be short. A lock that could not be given back is released as soon
+// as the storage answers again (unlock).
 func (n *Node) Locked(name string, fn func() error) error {
 	start := time.Now()
 	ctx, cancel := n.opCtx()
@@ -454,13 +485,7 @@ func (n *Node) Locked(name string, fn func() error) error {
 	if err := n.st.Lock(ctx, full); err != nil {
 		return storageErr("locking", name, err)
 	}
-	defer func() {
-		uctx, ucancel := context.WithTimeout(context.Background(), opTimeout)
-		defer ucancel()
-		if err := n.st.Unlock(uctx, full); err != nil {
-			n.quiet.Warn("unlocking failed; the lock goes stale by itself", zap.String("lock", name), zap.Error(err))
-		}
-	}()
+	defer n.unlock(name, full)
 	observe("lock_wait", start)
 	return fn()
 }

@@ -157,3 +157,39 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatalf("defaults %v %v", lease, poll)
 	}
 }
+
+// A lock whose release failed because the storage went away is given back
+// once the storage answers again. certmagic's file_system storage keeps
+// the lock file fresh while it exists, so without the retry nobody could
+// take the lock again (a task stuck for good, found by the cluster tests).
+func TestLockGivenBackAfterAnOutage(t *testing.T) {
+	st := &certmagic.FileStorage{Path: filepath.Join(t.TempDir(), "s")}
+	a := Join(st, "c", 2*time.Second, 100*time.Millisecond, zap.NewNop())
+	defer a.Destruct()
+	b := Join(st, "c", 2*time.Second, 100*time.Millisecond, zap.NewNop())
+	defer b.Destruct()
+	err := a.Locked("tasks/1", func() error {
+		// The storage goes away while a holds the lock: its release fails.
+		if err := os.Rename(st.Path, st.Path+".off"); err != nil {
+			return err
+		}
+		return os.WriteFile(st.Path, []byte("x"), 0o600)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(st.Path)
+	if err := os.Rename(st.Path+".off", st.Path); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() { got <- b.Locked("tasks/1", func() error { return nil }) }()
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatalf("b could not take the lock after the outage: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the lock a could not give back during the outage still blocks b after it")
+	}
+}
