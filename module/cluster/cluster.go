@@ -126,6 +126,11 @@ type Node struct {
 	// or the others' read: it then judges nobody dead.
 	healthy bool
 	lastErr string
+	// lastRead is when the heartbeats were last read. A node is judged by
+	// what that read saw, not by the time now: a node that was itself
+	// stalled (a starved process, a slow disk) must not judge the others
+	// dead for its own silence.
+	lastRead time.Time
 }
 
 // peer is what this node last saw of another's heartbeat, by its own
@@ -320,6 +325,7 @@ func (n *Node) readPeers() error {
 			n.gone[id] = true
 		}
 	}
+	n.lastRead = now
 	n.mu.Unlock()
 	for _, id := range gone {
 		if err := n.Delete("nodes/" + id); err == nil {
@@ -334,7 +340,8 @@ func (n *Node) readPeers() error {
 const forgetAfter = 30
 
 // Alive reports whether node id counts as alive: this node itself, and
-// any node whose heartbeat this node saw change within the lease. A node
+// any node whose heartbeat this node's last read of the heartbeats had
+// seen change within the lease before (see lastRead). A node
 // whose record is gone (it left) is dead at once; while this node cannot
 // read the storage, everybody counts as alive. A node not heard of yet
 // (it joined since this node last read the heartbeats) counts as alive
@@ -353,7 +360,7 @@ func (n *Node) Alive(id string) bool {
 		n.peers[id] = peer{beat: -1, changed: time.Now()}
 		return true
 	}
-	return !n.healthy || time.Since(p.changed) < n.lease
+	return !n.healthy || n.lastRead.Sub(p.changed) < n.lease
 }
 
 // Err is the last storage failure of the heartbeat, or nil while it works.

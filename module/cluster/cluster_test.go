@@ -193,3 +193,21 @@ func TestLockGivenBackAfterAnOutage(t *testing.T) {
 		t.Fatal("the lock a could not give back during the outage still blocks b after it")
 	}
 }
+
+// A node that was itself stalled (here: its heartbeat loop stopped, as in
+// a starved process) does not judge the others dead for its own silence:
+// it judges by what its last read of the heartbeats saw.
+func TestAStalledNodeJudgesNobody(t *testing.T) {
+	st := &certmagic.FileStorage{Path: t.TempDir()}
+	lease := 600 * time.Millisecond
+	a := Join(st, "c", lease, 100*time.Millisecond, zap.NewNop())
+	b := Join(st, "c", lease, 100*time.Millisecond, zap.NewNop())
+	defer b.Destruct()
+	waitFor(t, "a sees b", 2*time.Second, func() bool { return len(a.Peers()) == 2 })
+	a.cancel() // a stops reading (and writing) heartbeats
+	<-a.done
+	time.Sleep(2 * lease)
+	if !a.Alive(b.ID) {
+		t.Fatal("a judged b dead although a itself has not read any heartbeat since b's last")
+	}
+}
