@@ -37,7 +37,14 @@ type share struct {
 	// its claims.
 	began    time.Time
 	finished int64
+	// reported is when the last report went to the ledger.
+	reported time.Time
 }
+
+// reportEvery is how often finished units are reported when no claim
+// carries them: the listing's counts trail the workers by about this.
+// Each report takes the task's lock, which the other nodes' claims wait for.
+const reportEvery = time.Second
 
 // claimAhead is how much work (at the node's own pace) a claim takes:
 // enough that a claim that waits for the storage's lock (certmagic's
@@ -192,6 +199,7 @@ func (s *share) sync(claim, wait bool) (int, error) {
 	got, rec, err := s.reg.claim(s.t.ID, want, rep)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.reported = time.Now()
 	if err != nil && !errors.Is(err, errGone) {
 		s.done = append(rep.done, s.done...) // reported next time
 		return len(s.queue), err
@@ -210,11 +218,11 @@ func (s *share) sync(claim, wait bool) (int, error) {
 	return len(s.queue), nil
 }
 
-// pending reports whether finished units wait to be reported.
+// pending reports whether finished units have waited reportEvery to be reported.
 func (s *share) pending() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.done) > 0 || s.t.failures.Load() != s.failures
+	return (len(s.done) > 0 || s.t.failures.Load() != s.failures) && time.Since(s.reported) >= reportEvery
 }
 
 // idle reports whether the ledger had nothing left for this node.

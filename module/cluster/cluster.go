@@ -14,12 +14,13 @@ package cluster
 
 import (
 	"context"
-	"crypto/rand"
+	crand "crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path"
 	"strings"
@@ -189,7 +190,7 @@ func Join(st certmagic.Storage, name string, lease, poll time.Duration, log *zap
 		host = "node"
 	}
 	suffix := make([]byte, 4)
-	rand.Read(suffix)
+	crand.Read(suffix)
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &Node{
 		ID:     host + "-" + hex.EncodeToString(suffix),
@@ -449,6 +450,34 @@ func (n *Node) List(prefix string) ([]string, error) {
 	return keys, nil
 }
 
+// lock takes the storage's lock full. A storage's Lock blocks until the
+// lock is free, polling as it likes: certmagic's file_system storage
+// looks once a second, which made nodes that met at a task's lock wait a
+// second for a lock held a few milliseconds. So each Lock call here may
+// wait lockTry only, and the next one comes after a short random pause:
+// waiting nodes look every ~lockTry instead, spread apart.
+func (n *Node) lock(full string) error {
+	deadline := time.Now().Add(opTimeout)
+	for {
+		ctx, cancel := context.WithTimeout(n.ctx, lockTry)
+		err := n.st.Lock(ctx, full)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, context.DeadlineExceeded) || n.ctx.Err() != nil {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("held by another node for over %v", opTimeout)
+		}
+		time.Sleep(time.Duration(rand.Int64N(int64(lockTry / 2))))
+	}
+}
+
+// lockTry is how long one Lock call may wait for a held lock.
+const lockTry = 50 * time.Millisecond
+
 // unlock gives a lock back. One that cannot be given back (the storage
 // failed just then) is tried again until it can: certmagic's file_system
 // storage keeps a lock it created fresh for as long as the file exists,
@@ -486,10 +515,8 @@ const unlockRetries = 10 * time.Minute
 // as the storage answers again (unlock).
 func (n *Node) Locked(name string, fn func() error) error {
 	start := time.Now()
-	ctx, cancel := n.opCtx()
-	defer cancel()
 	full := n.key(name)
-	if err := n.st.Lock(ctx, full); err != nil {
+	if err := n.lock(full); err != nil {
 		return storageErr("locking", name, err)
 	}
 	defer n.unlock(name, full)

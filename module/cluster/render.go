@@ -93,21 +93,34 @@ func (n *Node) WaitRender(ctx context.Context, key string, until time.Time) {
 
 // MarkRender writes this node's marker on key for at most d and returns
 // the function that removes it once the render is stored (or failed).
+// The write goes on beside the render rather than before it: the
+// upstream's answer takes far longer than a storage write, and the
+// render need not wait for the storage's fsync.
 func (n *Node) MarkRender(key string, d time.Duration) (done func()) {
 	if n.Err() != nil {
 		return func() {}
 	}
-	start := time.Now()
-	b, _ := json.Marshal(marker{Node: n.ID, Until: time.Now().Add(d).UnixMilli()})
-	err := n.Store(key, b)
-	observe("marker_write", start)
-	if err != nil {
-		n.quiet.Warn("render marker not written: rendering unannounced", zap.Error(err))
-		return func() {}
-	}
-	return func() {
-		if err := n.Delete(key); err != nil {
-			n.quiet.Warn("render marker not removed: it expires by itself", zap.Error(err))
+	written := make(chan bool, 1)
+	go func() {
+		start := time.Now()
+		b, _ := json.Marshal(marker{Node: n.ID, Until: time.Now().Add(d).UnixMilli()})
+		err := n.Store(key, b)
+		observe("marker_write", start)
+		if err != nil {
+			n.quiet.Warn("render marker not written: rendering unannounced", zap.Error(err))
 		}
+		written <- err == nil
+	}()
+	return func() {
+		go func() {
+			if !<-written {
+				return
+			}
+			start := time.Now()
+			if err := n.Delete(key); err != nil {
+				n.quiet.Warn("render marker not removed: it expires by itself", zap.Error(err))
+			}
+			observe("marker_delete", start)
+		}()
 	}
 }
