@@ -257,14 +257,13 @@ func (f *fetcher) fetchAndStore(set store.Set, m *MetaRequest, fl *flight) (*Met
 			fl.markFetched()
 			return res, nil
 		}
+		// From now until the tiles are stored, or the fetch fails or is
+		// dropped: other nodes' misses wait for this render, also while
+		// it waits in line for an upstream slot. At most the upstream's
+		// timeout twice over (the line, then decoding, encoding, storing).
+		unmark = f.node.MarkRender(marker, 2*f.timeout)
 	}
-	body, contentType, err := f.fetchBody(m, fl, func() {
-		if f.node != nil {
-			// Until the tiles are stored: the upstream's timeout, and as
-			// long again for decoding, encoding and storing.
-			unmark = f.node.MarkRender(marker, 2*f.timeout)
-		}
-	})
+	body, contentType, err := f.fetchBody(m, fl)
 	fl.answered = err == nil
 	fl.markFetched()
 	f.shared.mu.Lock()
@@ -405,7 +404,7 @@ func (fl *flight) markFetched() {
 // at once, before and after waiting for a slot. The timeout runs from the
 // moment the request goes out: time in line is not the upstream's, and a
 // fetch that waited long must not fail as if the upstream had been slow.
-func (f *fetcher) fetchBody(m *MetaRequest, fl *flight, onWire func()) (_ []byte, _ string, err error) {
+func (f *fetcher) fetchBody(m *MetaRequest, fl *flight) (_ []byte, _ string, err error) {
 	sh := f.shared
 	brk, limit := sh.breaker, sh.limit
 	if err := brk.check(); err != nil {
@@ -429,7 +428,6 @@ func (f *fetcher) fetchBody(m *MetaRequest, fl *flight, onWire func()) (_ []byte
 	if abandoned {
 		return nil, "", fmt.Errorf("%w: nobody waits for the tile any more", ErrUpstreamBusy)
 	}
-	onWire()
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
 	defer cancel()
 	probe, err := brk.allow()
