@@ -147,8 +147,8 @@ func open(dir string, o Options) (*Badger, error) {
 // spare; a tile store holds images that are already compressed, inside a
 // Caddy process. With the defaults, seeding 4 million tiny tiles (16 px,
 // ~70 bytes, inline in the LSM tree) took Caddy's anonymous memory to
-// 1.3–1.5 GB; with these, 240–260 MB, and 1 million 64-px tiles (in the
-// value log) 123 instead of 562 MB. Each number below comes from
+// 1.26–1.54 GB; with these, 253–261 MB, and 1 million 64-px tiles (in
+// the value log) 105 instead of 535–563 MB. Each number below comes from
 // bench/truncate.sh; see BENCHMARKS.md, "Memory while seeding".
 //
 // Where the memory went (heap profiles during the seeds): almost all of it
@@ -162,9 +162,10 @@ func badgerOptions(dir string, valueThreshold int64) badger.Options {
 	bo := badger.DefaultOptions(dir).
 		// Values over 512 bytes (every real tile) go to the value log and
 		// leave 12-byte pointers in the LSM tree; blank and tiny tiles stay
-		// inline. Not a memory knob: 64-px tiles in the value log and
-		// 16-px tiles inline used about the same memory once the options
-		// below were set.
+		// inline. Left as it was: with the options below even a store of
+		// only inline tiles (16 px) stayed under 300 MB while seeding, and
+		// a lower threshold would cost each hit on a tiny tile a read from
+		// the value log.
 		WithValueThreshold(valueThreshold).
 		// Smaller value-log files let GC reclaim space from truncated
 		// layers sooner; tiles are small, so 256 MiB still holds thousands.
