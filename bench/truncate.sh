@@ -37,7 +37,13 @@
 #      too), so that no reclaim runs under the next measurement.
 #
 # Environment (defaults in brackets):
-#   REPS [5]  WORKERS [2]  MEM_TILE [64] (tile size of t64; 16 makes part 1 fast)
+#   REPS [5]  WORKERS [2]  MEM_TILE [64] (tile size of t64; 16 makes part 1 fast,
+#            and its ~60-75-byte tiles stay inline in Badger's LSM tree)
+#   MEM_ONLY=1  run part 1 (memory) only, then stop; it then samples on for
+#            MEM_SETTLE [20] seconds after the task and reports the peak of
+#            that tail too (compactions go on after the last write)
+#   MEM_MILLIONS [1]  layer mem holds that many million tiles (1000 columns
+#            × 1000·MEM_MILLIONS rows), all seeded by the one task of part 1
 #   QUIET_WAIT [30] per run, QUIET_BUDGET [120] in all (seconds)
 #   DEADLINE [900] (seconds; the script stops itself after)
 #   BUILD=1  rebuild /tmp/caddy-bench (./xcaddy.sh, working tree) first
@@ -53,6 +59,9 @@ set -euo pipefail
 REPS=${REPS:-5}
 WORKERS=${WORKERS:-2}
 MEM_TILE=${MEM_TILE:-64}
+MEM_ONLY=${MEM_ONLY:-0}
+MEM_SETTLE=${MEM_SETTLE:-20}
+MEM_MILLIONS=${MEM_MILLIONS:-1}
 QUIET_BUDGET=${QUIET_BUDGET:-120}
 QUIET_WAIT=${QUIET_WAIT:-30}
 DEADLINE=${DEADLINE:-900}
@@ -64,11 +73,13 @@ cd "$ROOT"
 
 log() { printf '%s truncate: %s\n' "$(date +%T)" "$*" >&2; }
 die() { log "FAIL: $*"; exit 1; }
-for v in REPS WORKERS MEM_TILE QUIET_WAIT QUIET_BUDGET DEADLINE; do
+for v in REPS WORKERS MEM_TILE MEM_ONLY MEM_SETTLE MEM_MILLIONS QUIET_WAIT QUIET_BUDGET DEADLINE; do
 	[[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a non-negative integer, got '${!v}'"
 done
 ((REPS >= 1 && WORKERS >= 1)) || die "REPS and WORKERS must be >= 1"
 ((MEM_TILE >= 8 && MEM_TILE <= 64)) || die "MEM_TILE must be 8..64"
+((MEM_MILLIONS >= 1 && MEM_MILLIONS <= 10)) || die "MEM_MILLIONS must be 1..10"
+MEM_TILES=$((MEM_MILLIONS * 1000000))
 CLK_TCK=$(getconf CLK_TCK)
 T_START=$(date +%s)
 
@@ -245,7 +256,7 @@ layer() { # layer NAME GRIDSET META [EXTENT...]
 		}
 		gridset t64 {
 			srs EPSG:3857
-			extent 0 0 $((1000 * MEM_TILE)) $((1000 * MEM_TILE))
+			extent 0 0 $((1000 * MEM_TILE)) $((1000 * MEM_MILLIONS * MEM_TILE))
 			resolutions 1
 			tile_size $MEM_TILE
 		}
@@ -271,6 +282,10 @@ for _ in $(seq 100); do
 	curl -s -m 2 -o /dev/null "http://127.0.0.1:$FAKE_PORT/stats" && break
 	sleep 0.1
 done
+# A port picked free may be taken before fakewms binds it (other jobs on the
+# machine pick ports too); seeding would then only open the circuit breaker.
+kill -0 "$FAKE_PID" 2>/dev/null && curl -s -m 2 -o /dev/null "http://127.0.0.1:$FAKE_PORT/stats" ||
+	die "fake WMS not up on port $FAKE_PORT: $(tail -n 1 "$TMP/fakewms.log")"
 BASE=http://127.0.0.1:$PORT
 
 # ---------------------------------------------------------------- REST helpers
@@ -305,7 +320,7 @@ seed() { # seed LAYER GRIDSET EXPECTED [TYPE [BOUNDS]]: runs a task to DONE
 	json=$(printf '{"seedRequest":{"gridSetId":"%s","zoomStart":0,"zoomStop":0,"format":"image/png","type":"%s","threadCount":%d%s}}' \
 		"$2" "${4:-seed}" "$WORKERS" "$bounds")
 	TASK_URL=$(submit "$1" "$json")
-	wait_task "$TASK_URL" 500
+	wait_task "$TASK_URL" "${SEED_LIMIT:-500}"
 	local p f
 	p=$(jq -r .processed <<<"$TASK_JSON") f=$(jq -r .failedTiles <<<"$TASK_JSON")
 	((p == $3 && f == 0)) || die "$1: processed $p, failed $f, expected $3"
@@ -343,7 +358,7 @@ median() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print (NR % 
 out "== Memory while seeding =="
 out "$(date -u +%FT%TZ), $(nproc) CPUs, $(free -g | awk '/^Mem/ { print $2 }') GB RAM, $(uname -r); Caddy $("$TMP/caddy" version | cut -d' ' -f1)"
 out "binary $CADDY_BIN (built $(date -u -r "$CADDY_BIN" +%FT%TZ)); repository HEAD at run time $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet HEAD -- . ':!bench' 2>/dev/null || echo ', working tree modified')"
-out "layer mem: 1,000,000 tiles of ${MEM_TILE}x${MEM_TILE} px (gridset t64: 1000x1000 tiles), metatile 16x16 = ${MEM_META}x${MEM_META} px"
+out "layer mem: $MEM_TILES tiles of ${MEM_TILE}x${MEM_TILE} px (gridset t64: 1000x$((1000 * MEM_MILLIONS)) tiles), metatile 16x16 = ${MEM_META}x${MEM_META} px"
 out "per upstream request, bench/fakewms -delay 0 (synthetic map), workers $WORKERS, threadCount $WORKERS, one seed task."
 wait_quiet
 # The sampler runs until the end: epoch_s vmrss_kb rssanon_kb rssfile_kb heap_inuse_bytes,
@@ -365,7 +380,7 @@ task_window() { # epoch seconds of the task's start and end, from TASK_JSON
 	echo "$(date -d "$(jq -r .started <<<"$TASK_JSON")" +%s.%N) $(date -d "$(jq -r .finished <<<"$TASK_JSON")" +%s.%N)"
 }
 snap m0
-seed mem t64 1000000
+SEED_LIMIT=$((500 * MEM_MILLIONS)) seed mem t64 "$MEM_TILES"
 snap m1
 usage m0 m1
 read -r W0 W1 <<<"$(task_window)"
@@ -410,6 +425,14 @@ mem_window() {
 	awk -v w0="$w0" -v w1="$w1" '$1 >= w0 && $1 <= w1 { n++; a += $3; if ($3 > am) am = $3; if ($5 > hm) hm = $5; r = $2 }
 		END { if (n) printf "RssAnon avg %.0f max %.0f MB, heap max %.0f MB, VmRSS at end %.0f MB", a / n / 1024, am / 1024, hm / 1048576, r / 1024 }' "$SAMPLES"
 }
+if ((MEM_ONLY)); then
+	sleep "$MEM_SETTLE"
+	out ""
+	out "$(awk -v w1="$W1" -v s="$MEM_SETTLE" '$1 > w1 { n++; if ($3 > am) am = $3; if ($5 > hm) hm = $5; a = $3 }
+		END { if (n) printf "after the task (%d s, %d samples): RssAnon max %.0f MB, at the end %.0f MB; Go heap in use max %.0f MB", s, n, am / 1024, a / 1024, hm / 1048576 }' "$SAMPLES")"
+	out "report: $REPORT (MEM_ONLY=1: parts 2 and 3 skipped)"
+	exit 0
+fi
 
 # ---------------------------------------------------------------- 2. range truncate
 T=$MEM_TILE

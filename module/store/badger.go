@@ -12,6 +12,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
 	"go.uber.org/zap"
 )
 
@@ -117,13 +118,7 @@ func open(dir string, o Options) (*Badger, error) {
 		o.MinFreeSpace = DefaultMinFreeSpace
 	}
 	log := caddy.Log().Named("tile_cache.store").With(zap.String("dir", dir))
-	bo := badger.DefaultOptions(dir).
-		WithLogger(badgerLogger{log.Sugar()}).
-		WithValueThreshold(o.ValueThreshold).
-		// Smaller value-log files let GC reclaim space from truncated
-		// layers sooner; tiles are small, so 256 MiB still holds thousands.
-		WithValueLogFileSize(256 << 20)
-	db, err := badger.Open(bo)
+	db, err := badger.Open(badgerOptions(dir, o.ValueThreshold).WithLogger(badgerLogger{log.Sugar()}))
 	if err != nil {
 		return nil, fmt.Errorf("opening tile store %s: %w", dir, err)
 	}
@@ -145,6 +140,93 @@ func open(dir string, o Options) (*Badger, error) {
 	go s.reclaimLoop()
 	log.Info("tile store opened")
 	return s, nil
+}
+
+// badgerOptions are the Badger options of a tile store in dir. Badger's
+// defaults suit a database of small, compressible records with memory to
+// spare; a tile store holds images that are already compressed, inside a
+// Caddy process. With the defaults, seeding 4 million tiny tiles (16 px,
+// ~70 bytes, inline in the LSM tree) took Caddy's anonymous memory to
+// 1.26–1.54 GB; with these, 253–261 MB, and 1 million 64-px tiles (in
+// the value log) 105 instead of 535–563 MB. Each number below comes from
+// bench/truncate.sh; see BENCHMARKS.md, "Memory while seeding".
+//
+// Where the memory went (heap profiles during the seeds): almost all of it
+// is Go heap that Badger allocates in big slices. Each memtable is an arena
+// allocated whole; every table written (memtable flushes, compactions) is
+// built in a z.Allocator whose buffers double as the table grows, and
+// Badger keeps up to 8 used allocators in a pool that only gives one back
+// after 2 s without any table being built, which never happens while
+// seeding. Go's GC then lets the heap grow to twice what is live.
+func badgerOptions(dir string, valueThreshold int64) badger.Options {
+	bo := badger.DefaultOptions(dir).
+		// Values over 512 bytes (every real tile) go to the value log and
+		// leave 12-byte pointers in the LSM tree; blank and tiny tiles stay
+		// inline. Left as it was: with the options below even a store of
+		// only inline tiles (16 px) stayed under 300 MB while seeding, and
+		// a lower threshold would cost each hit on a tiny tile a read from
+		// the value log.
+		WithValueThreshold(valueThreshold).
+		// Smaller value-log files let GC reclaim space from truncated
+		// layers sooner; tiles are small, so 256 MiB still holds thousands.
+		WithValueLogFileSize(256 << 20).
+		// No compression. PNG and JPEG do not compress again; the keys and
+		// the fixed PNG headers of tiny inline tiles do (Snappy halved the
+		// LSM tree of 4 M 16-px tiles: 376 MB on disk against 720 MB), but
+		// with Snappy and a 32 MiB block cache the same seed kept a median
+		// of 462 MB of anonymous memory (max 580) against ~190 (max 240):
+		// each builder compresses on 2×NumCPU goroutines of its own, and
+		// every block a compaction reads is decompressed into a new buffer.
+		// For real tiles (value log) the store's size on disk is the same
+		// either way. Existing tables keep the compression their manifest
+		// entry records and are read as before until compactions rewrite
+		// them (TestBadgerReadsSnappyTables).
+		WithCompression(options.None).
+		// No block cache: without compression or encryption Badger reads a
+		// table block straight from the memory-mapped file, the kernel's page
+		// cache, so the cache (default 256 MiB of Go heap) would only copy
+		// it. Badger requires one only with compression or encryption.
+		// Indexes and bloom filters are read from the mapped files as well
+		// (IndexCacheSize 0, the default).
+		WithBlockCacheSize(0).
+		// Memtables of 8 MiB, not 64. An arena is MemTableSize + 30 %,
+		// allocated whole, and a flush builds the L0 table in an allocator
+		// of about twice the memtable (buffers of 4 + 8 + 16 MiB for a
+		// 16 MiB one, in the profiles) that then stays in Badger's pool:
+		// ~120 MiB per pooled allocator at 64 MiB. 4 M tiny tiles: 16 MiB
+		// memtables kept a median of 261 MB and peaked at 430; 8 MiB 176–190,
+		// peaks 237–259. A transaction may hold 15 % of a memtable (1.2 MiB,
+		// count 13,000 entries): the store's largest, a 16×16 metatile, is
+		// 256 entries of at most ~600 bytes (tiles in the value log count
+		// their 12-byte pointer).
+		WithMemTableSize(8 << 20).
+		// Three memtables (one taking writes, two waiting to be flushed)
+		// instead of five: flushing 8 MiB takes a fraction of a second.
+		WithNumMemtables(3).
+		// Two compactors (Badger's minimum: compactor 0 serves L0) instead of
+		// four: at most two compactions' builders at once, on a machine whose
+		// cores also encode tiles and answer visitors.
+		WithNumCompactors(2).
+		// Small memtables make small L0 tables, and each L0 → base-level
+		// compaction rewrites the overlapping base-level tables (a seed
+		// writes all over the key range: keys run by column, metatiles by
+		// row). Letting 10 tables (80 MiB) gather before compacting them,
+		// rather than 5, batches that work: 4 M tiny tiles seeded at
+		// 58,300–63,700 tiles/s instead of 55,900 on a quiet machine,
+		// memory the same (Badger's defaults: 75,600, but still compacting
+		// long after). Writes stall at 20 L0 tables (default 15). Reads
+		// check one bloom filter per L0 table, in mapped memory.
+		WithNumLevelZeroTables(10).
+		WithNumLevelZeroTablesStall(20)
+	// Every table of every level 2 MiB (BaseTableSize, the default), not
+	// doubling per level below the base level (8 MiB at the last level for
+	// a million tiny tiles, 16 and more as the store grows). A compaction
+	// builds each table in an allocator of twice the table's size and may
+	// have 8 + (up to 5 splits) of them in flight, and those allocators
+	// feed the pool; 2 MiB tables bound that at ~50 MiB per compaction, at
+	// the price of more, smaller table files (~500 per GB of LSM tree).
+	bo.TableSizeMultiplier = 1
+	return bo
 }
 
 // Destruct closes the database; the usage pool calls it after the last Release.

@@ -862,3 +862,35 @@ func TestCallsRacingCloseGetErrClosed(t *testing.T) {
 		wg.Wait()
 	}
 }
+
+// BenchmarkGetFromTables reads tiles that are in Badger's tables, not in
+// its memtable (BenchmarkGet and tilecache's BenchmarkHitPath read tiles
+// just written): 50,000 tiles, the store reopened (which flushes them into
+// a table), then Gets in a scattered order. Tiny tiles sit in the table
+// blocks themselves; tile-sized ones in the value log.
+func BenchmarkGetFromTables(b *testing.B) {
+	for _, size := range []int{70, 1400} {
+		b.Run(fmt.Sprintf("%dB", size), func(b *testing.B) {
+			dir := b.TempDir()
+			s := openT(b, dir)
+			set := Set{Layer: "l", Gridset: "EPSG:3857", Format: "image/png", Params: "0123456789abcdef"}
+			n := fill(b, s, set, 14, 0, 0, 250, 200, size)
+			release(b, s)
+			s = openT(b, dir)
+			if len(s.db.Tables()) == 0 {
+				b.Fatal("no tables after reopening")
+			}
+			dst := make([]byte, 0, 32<<10)
+			b.ReportAllocs()
+			i := int64(0)
+			for b.Loop() {
+				i = (i + 7919) % n // a prime stride: every tile, scattered
+				t, err := s.Get(context.Background(), Key{Set: set, Z: 14, X: i / 200, Y: i % 200}, dst)
+				if err != nil || len(t.Data) != size {
+					b.Fatal(i, err)
+				}
+				dst = t.Data
+			}
+		})
+	}
+}
