@@ -247,14 +247,11 @@ func (e *Engine) Submit(spec Spec) (*Task, error) {
 		return nil, fmt.Errorf("unknown layer %q", spec.Layer)
 	}
 	e.mu.Lock()
-	reg := e.cl
+	reg, floor := e.cl, e.maxID
 	e.mu.Unlock()
 	var id int64
 	if reg != nil {
-		e.mu.Lock()
-		floor := e.maxID
-		e.mu.Unlock()
-		id, err = reg.nextID(floor)
+		id, err = reg.nextID(floor) // unique across the nodes
 	} else {
 		id, err = e.nextID(c)
 	}
@@ -355,9 +352,13 @@ func (e *Engine) work(t *Task) {
 	// A worker overlaps its metatiles: once the upstream has answered for
 	// one, it puts the next request on the wire while the first is decoded,
 	// sliced, encoded and stored. The upstream's render time, the real
-	// limit, then hides the local work. At most two of its metatiles are
-	// in hand at once.
-	inHand := make(chan struct{}, 2)
+	// limit, then hides the local work. Still one request on the wire per
+	// worker, but up to three metatiles in hand: when storing is slow (16
+	// PUTs to S3, a busy disk) one metatile's local work can outlast the
+	// next render, and with only two in hand the worker's upstream request
+	// then waited for it (S3 at 20 ms per metatile: 642 instead of 399
+	// tiles/s; three nodes on one MinIO: 2.89 instead of 2.5 x one node).
+	inHand := make(chan struct{}, 3)
 	var failed atomic.Pointer[string]
 	for !t.killed.Load() && !t.stopped.Load() && e.ctx.Err() == nil && failed.Load() == nil {
 		u, ok := t.nextUnit()
