@@ -5,8 +5,10 @@
 # needs root), then runs every Go test: unit tests, the S3 store against a
 # real MinIO, the caddytest suite in a real Caddy (in-process, and as a
 # process it kills) once per tile store (Badger, S3, S3 with a local
-# tier), the end-to-end tests against the real MapServer, and the pages in
-# a headless browser.
+# tier), three Caddy processes as one cluster (caddytest/cluster: one
+# shared storage directory, MinIO, a fake WMS and MapServer), the
+# end-to-end tests against the real MapServer, and the pages in a
+# headless browser.
 set -euo pipefail
 cd "$(dirname "$0")"
 bash upstream/install.sh
