@@ -1,13 +1,12 @@
 package cluster
 
 import (
-	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tilecache/caddy-tilecache/upstream/mapservertest"
 )
 
 // The project's MapServer (Debian's, started by upstream/start.sh with the
@@ -21,19 +20,11 @@ var (
 func mapServer(t *testing.T) string {
 	t.Helper()
 	mapserverOnce.Do(func() {
-		if _, err := os.Stat("/usr/lib/cgi-bin/mapserv"); err != nil {
-			mapserverErr = fmt.Errorf("MapServer is not installed: run upstream/install.sh (test.sh does): %v", err)
-			return
+		var stop func()
+		mapserverURL, stop, mapserverErr = mapservertest.Start(filepath.Join(tmpRoot, "mapserver"))
+		if mapserverErr == nil {
+			atExit = append(atExit, stop)
 		}
-		port := freePort(t)
-		dir := filepath.Join(tmpRoot, "mapserver")
-		out, err := exec.Command("bash", "../../upstream/start.sh", dir, fmt.Sprint(port)).CombinedOutput()
-		if err != nil {
-			mapserverErr = fmt.Errorf("upstream/start.sh: %v\n%s", err, out)
-			return
-		}
-		atExit = append(atExit, func() { exec.Command("bash", "../../upstream/stop.sh", dir).Run() })
-		mapserverURL = fmt.Sprintf("http://127.0.0.1:%d/wms", port)
 	})
 	if mapserverErr != nil {
 		t.Fatal(mapserverErr)
