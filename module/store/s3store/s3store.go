@@ -78,6 +78,12 @@ type Store struct {
 	// an operation costs in requests rather than in time.
 	calls atomic.Int64
 
+	// requests bounds the goroutines making a tile request at once
+	// across all of the store's operations, to MaxConns: a flood of
+	// misses each storing 16 tiles would otherwise start 16 goroutines per
+	// metatile, most of them only waiting for one of the connections.
+	requests chan struct{}
+
 	stop chan struct{}
 	done sync.WaitGroup
 	kick chan struct{}
@@ -150,6 +156,7 @@ func Open(cfg Config, log *zap.Logger) (*Store, error) {
 		cfg: cfg, client: client, core: minio.Core{Client: client}, prefix: prefix,
 		name: fmt.Sprintf("s3:%s://%s/%s/%s", scheme, cfg.Endpoint, cfg.Bucket, prefix),
 		stop: make(chan struct{}), kick: make(chan struct{}, 1), reclaimDelay: time.Minute,
+		requests: make(chan struct{}, MaxConns),
 	}
 	s.log = log.With(zap.String("bucket", cfg.Bucket), zap.String("endpoint", cfg.Endpoint), zap.String("prefix", prefix))
 	s.failLog = s.log.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
@@ -312,7 +319,7 @@ func (s *Store) Put(entries []store.Entry, at time.Time) error {
 		if e.Key.Layer != entries[0].Key.Layer {
 			return errors.New("store: one batch holds one layer")
 		}
-		g.Go(func() error {
+		s.spawn(&g, func() error {
 			return s.call("put", func(ctx context.Context) error {
 				etag := strconv.FormatUint(store.ETagOf(e.Data), 16)
 				_, err := s.client.PutObject(ctx, s.cfg.Bucket, s.tileKey(&e.Key, gen), bytes.NewReader(e.Data),
@@ -336,6 +343,16 @@ func contentType(format string) string {
 	return "image/png"
 }
 
+// spawn runs fn in g once one of the store's request places is free; the
+// caller waits for it, not a new goroutine.
+func (s *Store) spawn(g *errgroup.Group, fn func() error) {
+	s.requests <- struct{}{}
+	g.Go(func() error {
+		defer func() { <-s.requests }()
+		return fn()
+	})
+}
+
 // Has implements store.Tiles with a HEAD per key, in parallel.
 func (s *Store) Has(keys []store.Key, notBefore time.Time) ([]bool, error) {
 	out := make([]bool, len(keys))
@@ -349,7 +366,7 @@ func (s *Store) Has(keys []store.Key, notBefore time.Time) ([]bool, error) {
 	var g errgroup.Group
 	g.SetLimit(s.cfg.Concurrency)
 	for i := range keys {
-		g.Go(func() error {
+		s.spawn(&g, func() error {
 			k := &keys[i]
 			kg := gen
 			if k.Layer != keys[0].Layer {
