@@ -385,34 +385,8 @@ start_nodes() {
 }
 
 # ---------------------------------------------------------------- REST, metrics
-# submit BASE JSON: POSTs a seed request, prints the task URL.
-submit() {
-	local hdr
-	hdr=$(curl -s -m 10 -o /dev/null -D - -H 'Content-Type: application/json' -d "$2" \
-		"$1/gwc/rest/seed/$LAYER.json") || die "POST seed failed"
-	grep -q '^HTTP/1.1 200' <<<"$hdr" || die "POST seed: $(head -n1 <<<"$hdr")"
-	awk 'tolower($1) == "location:" { sub(/\r$/, "", $2); print $2 }' <<<"$hdr"
-}
-# wait_task URL LIMIT_S: polls until DONE (dies on ABORTED or timeout);
-# leaves the task's JSON in TASK_JSON.
-wait_task() {
-	local t0 st
-	t0=$(date +%s)
-	while :; do
-		TASK_JSON=$(curl -s -m 5 "$1") || die "GET $1 failed"
-		st=$(jq -r .state <<<"$TASK_JSON")
-		[[ $st == DONE ]] && return 0
-		[[ $st == ABORTED ]] && die "task aborted: $TASK_JSON"
-		(($(date +%s) - t0 < $2)) || die "task not done after $2 s: $TASK_JSON"
-		sleep 0.2
-	done
-}
-task_secs() { # seconds from started to finished, from TASK_JSON
-	local a b
-	a=$(date -d "$(jq -r .started <<<"$TASK_JSON")" +%s.%N)
-	b=$(date -d "$(jq -r .finished <<<"$TASK_JSON")" +%s.%N)
-	awk -v a="$a" -v b="$b" 'BEGIN { printf "%.3f\n", b - a }'
-}
+# submit, wait_task, task_secs
+. "$HERE/rest.sh"
 SEED_JSON=$(printf '{"seedRequest":{"gridSetId":"EPSG:4326","zoomStart":%d,"zoomStop":%d,"format":"image/png","type":"seed","threadCount":%d}}' \
 	"$ZSTART" "$ZSTOP" "$WORKERS")
 # op_stat FILE OP: "count sum slow" of caddy_tile_cache_cluster_op_seconds
@@ -499,7 +473,7 @@ for round in $(seq "$ROUNDS"); do
 		t_post=$(date +%s.%N)
 		start_sampler "$rdir"
 		snap a0
-		url=$(submit "http://127.0.0.1:${HTTP_PORT[1]}" "$SEED_JSON")
+		url=$(submit "http://127.0.0.1:${HTTP_PORT[1]}" "$LAYER" "$SEED_JSON")
 		wait_task "$url" 300
 		snap a1
 		t_done=$(date +%s.%N)

@@ -340,34 +340,8 @@ done
 curl -s -m 2 -o /dev/null "http://127.0.0.1:$FAKE_PORT/stats" || die "fakewms is not answering"
 
 # ---------------------------------------------------------------- REST helpers
-# submit BASE LAYER JSON: POSTs a seed request, prints the task URL.
-submit() {
-	local hdr
-	hdr=$(curl -s -m 10 -o /dev/null -D - -H 'Content-Type: application/json' -d "$3" \
-		"$1/gwc/rest/seed/$2.json") || die "POST seed $2 failed"
-	grep -q '^HTTP/1.1 200' <<<"$hdr" || die "POST seed $2: $(head -n1 <<<"$hdr")"
-	awk 'tolower($1) == "location:" { sub(/\r$/, "", $2); print $2 }' <<<"$hdr"
-}
-# wait_task URL LIMIT_S: polls until DONE (dies on ABORTED or timeout);
-# leaves the task's JSON in TASK_JSON.
-wait_task() {
-	local t0 st
-	t0=$(date +%s)
-	while :; do
-		TASK_JSON=$(curl -s -m 5 "$1") || die "GET $1 failed"
-		st=$(jq -r .state <<<"$TASK_JSON")
-		[[ $st == DONE ]] && return 0
-		[[ $st == ABORTED ]] && die "task aborted: $TASK_JSON"
-		(($(date +%s) - t0 < $2)) || die "task not done after $2 s: $TASK_JSON"
-		sleep 0.5
-	done
-}
-task_secs() { # seconds from started to finished, from TASK_JSON
-	local a b
-	a=$(date -d "$(jq -r .started <<<"$TASK_JSON")" +%s.%N)
-	b=$(date -d "$(jq -r .finished <<<"$TASK_JSON")" +%s.%N)
-	awk -v a="$a" -v b="$b" 'BEGIN { printf "%.3f\n", b - a }'
-}
+# submit, wait_task, task_secs
+. "$HERE/rest.sh"
 seed_json() { # seed_json ZSTART ZSTOP [TYPE]
 	printf '{"seedRequest":{"gridSetId":"EPSG:4326","zoomStart":%d,"zoomStop":%d,"format":"image/png","type":"%s","threadCount":%d}}' \
 		"$1" "$2" "${3:-seed}" "$WORKERS"

@@ -289,37 +289,14 @@ kill -0 "$FAKE_PID" 2>/dev/null && curl -s -m 2 -o /dev/null "http://127.0.0.1:$
 BASE=http://127.0.0.1:$PORT
 
 # ---------------------------------------------------------------- REST helpers
-submit() { # submit LAYER JSON: prints the task URL
-	local hdr
-	hdr=$(curl -s -m 10 -o /dev/null -D - -H 'Content-Type: application/json' -d "$2" \
-		"$BASE/gwc/rest/seed/$1.json") || die "POST seed $1 failed"
-	grep -q '^HTTP/1.1 200' <<<"$hdr" || die "POST seed $1: $(head -n1 <<<"$hdr")"
-	awk 'tolower($1) == "location:" { sub(/\r$/, "", $2); print $2 }' <<<"$hdr"
-}
-wait_task() { # wait_task URL LIMIT_S: until DONE; the task's JSON in TASK_JSON
-	local t0 st
-	t0=$(date +%s)
-	while :; do
-		TASK_JSON=$(curl -s -m 5 "$1") || die "GET $1 failed"
-		st=$(jq -r .state <<<"$TASK_JSON")
-		[[ $st == DONE ]] && return 0
-		[[ $st == ABORTED ]] && die "task aborted: $TASK_JSON"
-		(($(date +%s) - t0 < $2)) || die "task not done after $2 s: $TASK_JSON"
-		sleep 0.25
-	done
-}
-task_secs() {
-	local a b
-	a=$(date -d "$(jq -r .started <<<"$TASK_JSON")" +%s.%N)
-	b=$(date -d "$(jq -r .finished <<<"$TASK_JSON")" +%s.%N)
-	awk -v a="$a" -v b="$b" 'BEGIN { printf "%.3f\n", b - a }'
-}
+# submit, wait_task, task_secs
+. "$HERE/rest.sh"
 seed() { # seed LAYER GRIDSET EXPECTED [TYPE [BOUNDS]]: runs a task to DONE
 	local json bounds=""
 	[[ -n ${5:-} ]] && bounds=',"bounds":{"coords":{"double":['"$5"']}}'
 	json=$(printf '{"seedRequest":{"gridSetId":"%s","zoomStart":0,"zoomStop":0,"format":"image/png","type":"%s","threadCount":%d%s}}' \
 		"$2" "${4:-seed}" "$WORKERS" "$bounds")
-	TASK_URL=$(submit "$1" "$json")
+	TASK_URL=$(submit "$BASE" "$1" "$json")
 	wait_task "$TASK_URL" "${SEED_LIMIT:-500}"
 	local p f
 	p=$(jq -r .processed <<<"$TASK_JSON") f=$(jq -r .failedTiles <<<"$TASK_JSON")
