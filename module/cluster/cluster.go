@@ -123,6 +123,9 @@ type Node struct {
 	// gone are nodes whose heartbeat record went: they left (or were
 	// forgotten), and are dead for good.
 	gone map[string]bool
+	// waiting is when this node began waiting, without getting it, for
+	// each lock it waits for (breakStuck).
+	waiting map[string]time.Time
 	// healthy is false while this node's own heartbeat cannot be written
 	// or the others' read: it then judges nobody dead.
 	healthy bool
@@ -195,7 +198,7 @@ func Join(st certmagic.Storage, name string, lease, poll time.Duration, log *zap
 	n := &Node{
 		ID:     host + "-" + hex.EncodeToString(suffix),
 		prefix: prefix, st: st, ctx: ctx, cancel: cancel, done: make(chan struct{}),
-		peers: map[string]peer{}, gone: map[string]bool{}, lease: lease, poll: poll,
+		peers: map[string]peer{}, gone: map[string]bool{}, waiting: map[string]time.Time{}, lease: lease, poll: poll,
 	}
 	n.log = log.With(zap.String("node", n.ID), zap.String("cluster", prefix))
 	n.quiet = n.log.WithOptions(zap.WrapCore(func(core zapcore.Core) zapcore.Core {
@@ -457,23 +460,69 @@ func (n *Node) List(prefix string) ([]string, error) {
 // wait lockTry only, and the next one comes after a short random pause:
 // waiting nodes look every ~lockTry instead, spread apart.
 func (n *Node) lock(full string) error {
-	deadline := time.Now().Add(opTimeout)
+	deadline := time.Now().Add(lockWait)
 	for {
 		ctx, cancel := context.WithTimeout(n.ctx, lockTry)
 		err := n.st.Lock(ctx, full)
 		cancel()
 		if err == nil {
+			n.mu.Lock()
+			delete(n.waiting, full)
+			n.mu.Unlock()
 			return nil
 		}
 		if !errors.Is(err, context.DeadlineExceeded) || n.ctx.Err() != nil {
 			return err
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("held by another node for over %v", opTimeout)
+			if n.breakStuck(full) {
+				deadline = time.Now().Add(lockWait)
+				continue
+			}
+			return fmt.Errorf("held by another node for over %v", lockWait)
 		}
 		time.Sleep(time.Duration(rand.Int64N(int64(lockTry / 2))))
 	}
 }
+
+// breakStuck gives back a lock this node has waited for, across calls,
+// for longer than lockBreakAfter: no holder keeps one of the cluster's
+// locks that long (each critical section is a few storage calls, each
+// bounded by opTimeout), so its holder is gone and the storage has not
+// noticed. That happens with certmagic's file_system storage: the
+// goroutine that keeps a lock file fresh only checks that the file
+// exists, so one left over from an earlier holder of the same name
+// (released less than 5 s before) keeps a new holder's lock fresh for
+// ever once that holder dies (found by kill -9 in the cluster tests).
+// It reports whether it broke the lock.
+func (n *Node) breakStuck(full string) bool {
+	n.mu.Lock()
+	first, ok := n.waiting[full]
+	if !ok {
+		n.waiting[full] = time.Now()
+	}
+	n.mu.Unlock()
+	if !ok || time.Since(first) < lockBreakAfter {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	err := n.st.Unlock(ctx, full)
+	n.log.Warn("broke a cluster lock held for too long: its holder is gone", zap.String("lock", full),
+		zap.Duration("waited", time.Since(first)), zap.Error(err))
+	n.mu.Lock()
+	delete(n.waiting, full)
+	n.mu.Unlock()
+	return err == nil
+}
+
+// lockWait is how long one lock call waits for a held lock, and
+// lockBreakAfter how long a lock may be waited for, over several calls,
+// before it is broken (variables for tests).
+var (
+	lockWait       = opTimeout
+	lockBreakAfter = 3 * opTimeout
+)
 
 // lockTry is how long one Lock call may wait for a held lock.
 const lockTry = 50 * time.Millisecond

@@ -217,3 +217,30 @@ func TestAStalledNodeJudgesNobody(t *testing.T) {
 		t.Fatal("a judged b dead although a itself has not read any heartbeat since b's last")
 	}
 }
+
+// A lock whose holder is gone but which the storage keeps fresh is broken
+// after lockBreakAfter. Here the stuck lock is taken straight from the
+// storage and never given back: certmagic's file_system storage keeps it
+// fresh for as long as this process runs, as a refresher left over from
+// an earlier holder does after the new holder's kill -9.
+func TestStuckLockIsBroken(t *testing.T) {
+	defer func(w, b time.Duration) { lockWait, lockBreakAfter = w, b }(lockWait, lockBreakAfter)
+	lockWait, lockBreakAfter = 300*time.Millisecond, 500*time.Millisecond
+	st := &certmagic.FileStorage{Path: t.TempDir()}
+	a := Join(st, "c", 2*time.Second, 100*time.Millisecond, zap.NewNop())
+	defer a.Destruct()
+	if err := st.Lock(context.Background(), a.key("tasks/1")); err != nil {
+		t.Fatal(err)
+	}
+	ran := false
+	deadline := time.Now().Add(10 * time.Second)
+	for !ran {
+		err := a.Locked("tasks/1", func() error { ran = true; return nil })
+		if err != nil && !errors.Is(err, ErrStorage) {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a stuck lock was never broken")
+		}
+	}
+}
