@@ -133,27 +133,11 @@ cleanup() {
 	log "total run time $(($(date +%s) - T_START)) s"
 	exit "$rc"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'log "deadline of ${DEADLINE}s reached"; exit 124' TERM
-# The whole script is bounded: the watchdog TERMs it at DEADLINE.
-(
-	trap 'kill "$sp" 2>/dev/null; exit 0' TERM
-	sleep "$DEADLINE" &
-	sp=$!
-	wait "$sp" && kill -TERM $$
-) >/dev/null 2>&1 &
-WATCHDOG_PID=$!
-
-mkdir -p "$HERE/results"
-STAMP=$(date +%Y%m%d-%H%M%S)
-REPORT=$HERE/results/cluster-$STAMP.txt
-: >"$REPORT"
-out() { printf '%s\n' "$*" | tee -a "$REPORT"; }
+# traps, the DEADLINE watchdog, the report (REPORT, out), jq
+. "$HERE/frame.sh"
+frame cluster
 
 # ---------------------------------------------------------------- tools
-command -v jq >/dev/null || apt-get install -y jq >/dev/null 2>&1 ||
-	{ apt-get update >/dev/null && apt-get install -y jq >/dev/null; } || die "could not install jq"
 if [[ -n ${CADDY:-} ]]; then
 	CADDY_BIN=$CADDY
 	[[ -x $CADDY_BIN ]] || die "CADDY=$CADDY_BIN is not executable"

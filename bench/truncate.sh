@@ -109,26 +109,11 @@ cleanup() {
 	log "total run time $(($(date +%s) - T_START)) s"
 	exit "$rc"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'log "deadline of ${DEADLINE}s reached"; exit 124' TERM
-(
-	trap 'kill "$sp" 2>/dev/null; exit 0' TERM
-	sleep "$DEADLINE" &
-	sp=$!
-	wait "$sp" && kill -TERM $$
-) >/dev/null 2>&1 &
-WATCHDOG_PID=$!
-
-mkdir -p "$HERE/results"
-STAMP=$(date +%Y%m%d-%H%M%S)
-REPORT=$HERE/results/truncate-$STAMP.txt
-: >"$REPORT"
-out() { printf '%s\n' "$*" | tee -a "$REPORT"; }
+# traps, the DEADLINE watchdog, the report (REPORT, out), jq
+. "$HERE/frame.sh"
+frame truncate
 
 # ---------------------------------------------------------------- tools
-command -v jq >/dev/null || apt-get install -y jq >/dev/null 2>&1 ||
-	{ apt-get update >/dev/null && apt-get install -y jq >/dev/null; } || die "could not install jq"
 if [[ ${BUILD:-0} == 1 || ! -x $CADDY_BIN ]]; then
 	log "building $CADDY_BIN (./xcaddy.sh)"
 	./xcaddy.sh "$CADDY_BIN" >"$TMP/build.log" 2>&1 || { tail -n 30 "$TMP/build.log" >&2; die "./xcaddy.sh failed"; }

@@ -1,0 +1,26 @@
+# Sourced by the bench scripts that share one run frame. After the
+# caller has defined log, die and cleanup, and set HERE and DEADLINE,
+# `frame NAME` sets the traps (cleanup on exit, Ctrl-C, the deadline),
+# starts the watchdog that TERMs the script at DEADLINE seconds (its pid
+# in WATCHDOG_PID, for cleanup to stop), opens the report
+# $HERE/results/NAME-<date>-<time>.txt (REPORT, STAMP; out prints a line to
+# both) and installs jq if it is missing.
+frame() {
+	trap cleanup EXIT
+	trap 'exit 130' INT
+	trap 'log "deadline of ${DEADLINE}s reached"; exit 124' TERM
+	(
+		trap 'kill "$sp" 2>/dev/null; exit 0' TERM
+		sleep "$DEADLINE" &
+		sp=$!
+		wait "$sp" && kill -TERM $$
+	) >/dev/null 2>&1 &
+	WATCHDOG_PID=$!
+	mkdir -p "$HERE/results"
+	STAMP=$(date +%Y%m%d-%H%M%S)
+	REPORT=$HERE/results/$1-$STAMP.txt
+	: >"$REPORT"
+	command -v jq >/dev/null || apt-get install -y jq >/dev/null 2>&1 ||
+		{ apt-get update >/dev/null && apt-get install -y jq >/dev/null; } || die "could not install jq"
+}
+out() { printf '%s\n' "$*" | tee -a "$REPORT"; }
