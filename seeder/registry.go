@@ -79,7 +79,6 @@ func taskLock(id int64) string      { return "tasks/" + strconv.FormatInt(id, 10
 func doneKey(id, unit int64) string { return fmt.Sprintf("tasks/%d/done/%d", id, unit) }
 func historyKey(id int64) string    { return "history/" + strconv.FormatInt(id, 10) }
 func (r *record) active() bool      { return r.State == Pending || r.State == Running }
-func (r *record) rowState() State   { return r.State }
 func (r *record) summary() Summary  { return Summary{r.ID, r.Layer, r.Type, r.State} }
 func unmarshalRecord(b []byte) (*record, error) {
 	rec := new(record)
