@@ -36,7 +36,7 @@
 #
 # Environment (defaults in brackets):
 #   DELAYS ["20ms 50ms 120ms"] WORKERS [2] ROUNDS [2] SEED_Z [6]
-#   PROFILE [1] PROFILE_SECONDS [10]   MS_MAXZ [5] MS_ROUNDS [3]
+#   PROFILE [1] PROFILE_SECONDS [10]   MS_MAXZ [5] MS_ROUNDS [3] (0: no part B)
 #   QUIET_WAIT [45] per run, QUIET_BUDGET [120] in all (seconds)
 #   DEADLINE [600] (seconds; the script stops itself after)
 #   BUILD=1   rebuild /tmp/caddy-bench (./xcaddy.sh /tmp/caddy-bench, from
@@ -78,7 +78,7 @@ die() { log "FAIL: $*"; exit 1; }
 for v in WORKERS ROUNDS SEED_Z PROFILE_SECONDS MS_MAXZ MS_ROUNDS QUIET_WAIT QUIET_BUDGET DEADLINE; do
 	[[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a non-negative integer, got '${!v}'"
 done
-((WORKERS >= 1 && ROUNDS >= 1 && MS_ROUNDS >= 1)) || die "WORKERS, ROUNDS, MS_ROUNDS must be >= 1"
+((WORKERS >= 1 && ROUNDS >= 1)) || die "WORKERS and ROUNDS must be >= 1"
 ((SEED_Z >= 2 && SEED_Z <= 8)) || die "SEED_Z must be 2..8"
 ((MS_MAXZ <= 7)) || die "MS_MAXZ must be <= 7"
 for d in $DELAYS; do [[ $d =~ ^[0-9]+ms$ ]] || die "DELAYS: '$d' is not like 20ms"; done
@@ -341,7 +341,7 @@ out "EPSG:4326 level $SEED_Z of a fresh layer: $TILES_A tiles = $METAS_A metatil
 out "fake WMS answer: the 1024x1024 MapServer metatile of test:polygons at BBOX=0,0,45,45 ($(stat -c %s "$TMP/source.png") bytes as MapServer"
 out "sent it), served by the fake WMS byte for byte: $(curl -s -o /dev/null -w '%{size_download}' "http://127.0.0.1:$FAKE_PORT/wms?REQUEST=GetMap&WIDTH=1024&HEIGHT=1024") bytes"
 out ""
-out "$(printf '%-6s %-6s %-5s %7s %8s %9s %9s %7s %9s %7s %6s %6s %6s' round store delay tiles secs tiles/s limit '%lim' caddy-ms/m busy% caddy fake other)"
+out "$(printf '%-6s %-6s %-5s %7s %8s %9s %9s %7s %9s %7s %7s %7s %6s %6s %6s' round store delay tiles secs tiles/s limit '%lim' caddy-ms/m busy% serve idle caddy fake other)"
 declare -A RES # per "delay store": tiles/s values
 layer_no=0
 for round in $(seq "$ROUNDS"); do
@@ -361,20 +361,27 @@ for round in $(seq "$ROUNDS"); do
 			gm=$(curl -s -m 5 "http://127.0.0.1:$FAKE_PORT/stats" | jq -r .getmap)
 			((gm == METAS_A)) || die "fake WMS saw $gm GetMaps, expected $METAS_A"
 			secs=$(task_secs)
+			# Where the upstream slots sat idle: from the fake WMS's trace
+			# of every GetMap (arrival, end), the slot time not spent
+			# answering, per request, and the mean time answering.
+			read -r idle_ms serve_ms < <(curl -s -m 5 "http://127.0.0.1:$FAKE_PORT/trace" | awk -v w="$WORKERS" '
+				NR == 1 || $1 < s0 { s0 = $1 } $2 > e1 { e1 = $2 } { sum += $2 - $1; n++ }
+				END { if (!n) { print "- -"; exit } printf "%.2f %.2f\n", (w * (e1 - s0) - sum) / n / 1e6, sum / n / 1e6 }')
 			ms=${d%ms}
 			read -r tps limit pct cpm busy < <(awk -v n="$processed" -v s="$secs" -v w="$WORKERS" -v d="$ms" \
 				-v cs="$U_caddy_s" -v m="$METAS_A" 'BEGIN {
 				tps = n / s; lim = w * 16 / (d / 1000)
 				printf "%.0f %.0f %.1f %.1f %.0f\n", tps, lim, 100 * tps / lim, 1000 * cs / m, 100 * m * d / 1000 / (s * w) }')
 			RES["$d $store"]+="$tps "
-			out "$(printf '%-6s %-6s %-5s %7d %8.2f %9s %9s %7s %9s %7s %6s %6s %6s' "$round" "$store" "$d" "$processed" "$secs" "$tps" "$limit" "$pct" "$cpm" "$busy" "$U_caddy" "$U_fake" "$U_other")"
+			out "$(printf '%-6s %-6s %-5s %7d %8.2f %9s %9s %7s %9s %7s %7s %7s %6s %6s %6s' "$round" "$store" "$d" "$processed" "$secs" "$tps" "$limit" "$pct" "$cpm" "$busy" "$serve_ms" "$idle_ms" "$U_caddy" "$U_fake" "$U_other")"
 		done
 	done
 done
 out ""
 out "tiles/s = processed / (finished - started), from GET /rest/tasks/<id>.json; limit = workers x 16 / delay;"
 out "caddy-ms/m = Caddy CPU ms per metatile; busy% = share of the run the $WORKERS upstream slots spent rendering"
-out "(metatiles x delay / (secs x workers)); caddy, fake, other = cores used during the run by Caddy, the fake WMS"
+out "(metatiles x delay / (secs x workers)); serve = the fake WMS's mean ms from a GetMap's arrival to the end of its answer;"
+out "idle = ms per GetMap that the $WORKERS slots sat without a request (from the fake WMS's trace); caddy, fake, other = cores used during the run by Caddy, the fake WMS"
 out "and everything else on the machine (the 2 cores are shared)."
 ((S3)) && out "s3 rows: tiles in a MinIO bucket on loopback; MinIO's CPU is in 'other'."
 for d in $DELAYS; do
@@ -413,6 +420,12 @@ if [[ $PROFILE == 1 ]]; then
 fi
 
 # ---------------------------------------------------------------- B. real MapServer
+if ((MS_ROUNDS == 0)); then
+	out ""
+	out "part B (MapServer) skipped: MS_ROUNDS=0"
+	out "report: $REPORT"
+	exit 0
+fi
 MS_TILES=0 MS_METAS=0
 for z in $(seq 0 "$MS_MAXZ"); do
 	w=$((2 ** (z + 1))) h=$((2 ** z))

@@ -19,6 +19,7 @@
 //	GET /wms?REQUEST=GetMap&WIDTH=w&HEIGHT=h&...   the image (any other parameter is ignored)
 //	GET /stats                                    {"getmap":n,"bytes":b,"others":m,"delay":"20ms"}
 //	GET /control?delay=50ms[&reset=1]             change the delay; reset=1 zeroes the counters
+//	GET /trace                                    "arrival end" (Unix ns) of every GetMap since the last reset
 //
 // Anything else, or a GetMap without a valid size, answers 400.
 package main
@@ -57,7 +58,15 @@ type server struct {
 
 	mu    sync.Mutex
 	cache map[[2]int]*entry
+
+	// trace holds every GetMap's arrival and end (Unix ns) since the last
+	// reset, up to maxTrace: where a client leaves the upstream idle
+	// between requests shows in the gaps (GET /trace).
+	traceMu sync.Mutex
+	trace   [][2]int64
 }
+
+const maxTrace = 1 << 16
 
 type entry struct {
 	once sync.Once
@@ -118,6 +127,14 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"delay": time.Duration(s.delay.Load()).String(),
 		})
 		return
+	case "/trace":
+		s.traceMu.Lock()
+		defer s.traceMu.Unlock()
+		w.Header().Set("Content-Type", "text/plain")
+		for _, t := range s.trace {
+			fmt.Fprintf(w, "%d %d\n", t[0], t[1])
+		}
+		return
 	case "/control":
 		q := r.URL.Query()
 		if v := q.Get("delay"); v != "" {
@@ -129,6 +146,9 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.delay.Store(int64(d))
 		}
 		if q.Get("reset") == "1" {
+			s.traceMu.Lock()
+			s.trace = nil
+			s.traceMu.Unlock()
 			s.getMap.Store(0)
 			s.bytes.Store(0)
 			s.others.Store(0)
@@ -168,6 +188,12 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "image/png")
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.Write(body)
+	end := time.Now()
+	s.traceMu.Lock()
+	if len(s.trace) < maxTrace {
+		s.trace = append(s.trace, [2]int64{start.UnixNano(), end.UnixNano()})
+	}
+	s.traceMu.Unlock()
 }
 
 // image returns the encoded PNG of w×h, drawing and encoding it on first use.
