@@ -270,6 +270,13 @@ func (f *fetcher) fetchAndStore(set store.Set, m *MetaRequest, fl *flight) (*Met
 	seeding := err == nil && fl.prio == PrioritySeed
 	f.shared.mu.Unlock()
 	if seeding {
+		// markFetched readied the seeder's worker, which puts its next
+		// GetMap on the wire. Let it run first: readied goroutines wait
+		// on this P while this one decodes (several ms of CPU without a
+		// yield), and with both cores busy the upstream then sat idle
+		// ~1.1 ms per metatile; 0.04 ms with the yield (20 ms renders:
+		// 88 % of the limit before, 91-93 % after).
+		runtime.Gosched()
 		// A seed's decoding, slicing and encoding waits for a core
 		// (seedcpu.go), unless a visitor asks for the metatile meanwhile.
 		if seedCPU.acquire(fl.urgent) {
