@@ -194,26 +194,37 @@ func TestMapServerSeedLevels0To4ThenAllHits(t *testing.T) {
 // pixel for pixel, its area of the metatile MapServer renders for the same
 // GetMap: the encoder is lossless on real maps. The population style has
 // far more than 256 colours (RGB tiles), the default style fewer
-// (paletted tiles).
+// (paletted tiles). raw:polygons is the same layer with its metatiles
+// asked for in MapServer's uncompressed PNG (upstream_format png_raw):
+// its tiles too equal the image/png metatile's pixels.
 func TestMapServerSeededTilesAreTheMetatilesPixels(t *testing.T) {
 	up := mapServer(t)
-	load(t, siteConfig{admin: ptr("workers 2"), upstream: up, tiles: `
-		upstream ` + up + `
-		storage ` + storeLines(storageDir(t)) + `
-		timeout 60s
-		layer test:polygons {
+	layer := func(name, extra string) string {
+		return `
+		layer ` + name + ` {
+			` + extra + `
 			gridsets EPSG:4326
 			metatile 4 4
 			param STYLES {
 				default default
 				values default population
 			}
-		}`}.String())
-	for _, style := range []string{"population", "default"} {
-		path := submit(t, "test:polygons", "json", `{"seedRequest":{"gridSetId":"EPSG:4326","zoomStart":2,"zoomStop":2,"type":"seed",
+		}`
+	}
+	load(t, siteConfig{admin: ptr("workers 2"), upstream: up, tiles: `
+		upstream ` + up + `
+		storage ` + storeLines(storageDir(t)) + `
+		timeout 60s` + layer("test:polygons", "") +
+		layer("raw:polygons", "upstream_layers test:polygons\n\t\t\tupstream_format png_raw")}.String())
+	for _, c := range []struct{ layer, style string }{
+		{"test:polygons", "population"}, {"test:polygons", "default"},
+		{"raw:polygons", "population"}, {"raw:polygons", "default"},
+	} {
+		style := c.style
+		path := submit(t, c.layer, "json", `{"seedRequest":{"gridSetId":"EPSG:4326","zoomStart":2,"zoomStop":2,"type":"seed",
 			"parameters":{"STYLES":"`+style+`"}}}`)
 		if ti := waitTask(t, path); ti.Status != 2 || ti.Processed != 32 || ti.FailedTiles != 0 {
-			t.Fatalf("%s seed: %+v", style, ti)
+			t.Fatalf("%s %s seed: %+v", c.layer, style, ti)
 		}
 		colours := map[[4]byte]bool{}
 		for mx := int64(0); mx < 2; mx++ { // z2 is 8×4 tiles: two metatiles of 4×4
@@ -231,13 +242,13 @@ func TestMapServerSeededTilesAreTheMetatilesPixels(t *testing.T) {
 			for ty := int64(0); ty < 4; ty++ {
 				for tx := int64(0); tx < 4; tx++ {
 					idx := gridset.Index{X: 4*mx + tx, Y: ty, Z: 2}
-					tile := toNRGBA(mustTile(t, get(t, siteURL(tileQuery("test:polygons", "EPSG:4326", idx, "STYLES", style))), "HIT"))
+					tile := toNRGBA(mustTile(t, get(t, siteURL(tileQuery(c.layer, "EPSG:4326", idx, "STYLES", style))), "HIT"))
 					area := meta.SubImage(image.Rect(int(tx)*256, int(3-ty)*256, int(tx+1)*256, int(4-ty)*256)).(*image.NRGBA)
 					for y := 0; y < 256; y++ {
 						got := tile.Pix[y*tile.Stride : y*tile.Stride+256*4]
 						want := area.Pix[y*area.Stride : y*area.Stride+256*4]
 						if !bytes.Equal(got, want) {
-							t.Fatalf("%s tile %v row %d differs from the metatile's", style, idx, y)
+							t.Fatalf("%s %s tile %v row %d differs from the metatile's", c.layer, style, idx, y)
 						}
 						for i := 0; i < len(got); i += 4 {
 							colours[[4]byte(got[i:i+4])] = true
@@ -246,7 +257,7 @@ func TestMapServerSeededTilesAreTheMetatilesPixels(t *testing.T) {
 				}
 			}
 		}
-		t.Logf("%s: 32 tiles equal to MapServer's metatiles, %d colours in all", style, len(colours))
+		t.Logf("%s %s: 32 tiles equal to MapServer's metatiles, %d colours in all", c.layer, style, len(colours))
 		if style == "population" && len(colours) <= 256 {
 			t.Errorf("population style has %d colours: not the >256-colour case", len(colours))
 		}

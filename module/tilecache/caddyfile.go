@@ -79,6 +79,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		}
 //		layer <name> {
 //			upstream_layers <name>...
+//			upstream_format <FORMAT>   # what metatiles are requested in; default the tile's format
 //			formats <mime>...
 //			gridsets <name>...
 //			extent <minlon> <minlat> <maxlon> <maxlat>
@@ -362,6 +363,8 @@ func parseLayer(d *caddyfile.Dispenser) (LayerConfig, error) {
 					return l, d.Errf("png_compression: %v", err)
 				}
 			}
+		case "upstream_format":
+			err = oneArg(d, &l.UpstreamFormat)
 		case "transparent":
 			var s string
 			if err = oneArg(d, &s); err == nil {

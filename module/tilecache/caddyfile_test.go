@@ -48,6 +48,7 @@ const fullCaddyfile = `tile_cache http://127.0.0.1:8080/cgi-bin/mapserv?map=/srv
 	layer test:polygons {
 		upstream_layers polygons lines
 		upstream_layers points
+		upstream_format "image/png; mode=raw"
 		formats image/png image/jpeg
 		gridsets EPSG:4326 EPSG:900913 swiss
 		extent -10 35 30 70.5
@@ -125,6 +126,7 @@ func fullHandler() Handler {
 				{
 					Name:           "test:polygons",
 					UpstreamLayers: []string{"polygons", "lines", "points"},
+					UpstreamFormat: "image/png; mode=raw",
 					Formats:        []string{"image/png", "image/jpeg"},
 					Gridsets:       []string{"EPSG:4326", "EPSG:900913", "swiss"},
 					Extent:         &[4]float64{-10, 35, 30, 70.5},

@@ -136,6 +136,13 @@ type LayerConfig struct {
 	ClientExpiry caddy.Duration `json:"client_expiry,omitempty"`
 	// ServerExpiry: a stored tile older than this is fetched again; 0 keeps tiles forever.
 	ServerExpiry caddy.Duration `json:"server_expiry,omitempty"`
+	// UpstreamFormat is the FORMAT the layer's metatiles are requested in,
+	// whatever format the tiles are cached in; default: the tile's own.
+	// The answer must be PNG or JPEG. An uncompressed PNG output format
+	// of the upstream (MapServer: AGG/PNG with FORMATOPTION
+	// "COMPRESSION=0") spares it the zlib work, which is most of a
+	// raster's render, and spares the cache inflating it.
+	UpstreamFormat string `json:"upstream_format,omitempty"`
 	// Transparent is sent upstream as TRANSPARENT for PNG. Default true.
 	Transparent *bool `json:"transparent,omitempty"`
 	// PNGCompression trades encoding time for tile size: "fast",

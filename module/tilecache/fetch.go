@@ -454,7 +454,7 @@ func (f *fetcher) fetchBody(m *MetaRequest, fl *flight) (_ []byte, _ string, err
 		return nil, "", f.transportError(ctx, "GetMap request failed", err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody+1))
+	body, err := readBody(resp)
 	m.Layer.upstreamLatency.Observe(time.Since(start).Seconds())
 	if err != nil {
 		down = true
@@ -468,6 +468,22 @@ func (f *fetcher) fetchBody(m *MetaRequest, fl *flight) (_ []byte, _ string, err
 		return nil, "", errors.New("GetMap answer too large")
 	}
 	return body, resp.Header.Get("Content-Type"), nil
+}
+
+// readBody reads an answer of at most maxUpstreamBody (+1, to tell a
+// larger one). An answer that says its length is read into one buffer of
+// that size (net/http stops its body there): an uncompressed metatile is
+// megabytes, which io.ReadAll would reach through a score of growing copies.
+func readBody(resp *http.Response) ([]byte, error) {
+	n := resp.ContentLength
+	if n < 0 || n > maxUpstreamBody {
+		return io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody+1))
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(resp.Body, body); err != nil {
+		return nil, err
+	}
+	return body, nil
 }
 
 // transportError words a failed request or read for users and logs: a
@@ -517,7 +533,11 @@ func (f *fetcher) getMapURL(m *MetaRequest) string {
 	set("BBOX", fmtFloat(b.MinX)+","+fmtFloat(b.MinY)+","+fmtFloat(b.MaxX)+","+fmtFloat(b.MaxY))
 	set("WIDTH", strconv.Itoa(m.Meta.Width))
 	set("HEIGHT", strconv.Itoa(m.Meta.Height))
-	set("FORMAT", m.Format.MIME)
+	if m.Layer.upstreamFormat != "" {
+		set("FORMAT", m.Layer.upstreamFormat)
+	} else {
+		set("FORMAT", m.Format.MIME)
+	}
 	if m.Format.Transparency() {
 		set("TRANSPARENT", strings.ToUpper(strconv.FormatBool(m.Layer.transparent)))
 	}

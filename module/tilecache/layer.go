@@ -17,6 +17,7 @@ import (
 type Layer struct {
 	Name           string
 	upstreamLayers string // comma-joined, ready for LAYERS=
+	upstreamFormat string // FORMAT= of the metatile GetMap; "" for the tile's own
 	Formats        []Format
 	Grids          []*Grid
 	MetaWidth      int
@@ -86,6 +87,10 @@ func compileLayer(c *LayerConfig, grids map[string]*gridset.Gridset, jpegQuality
 		up = []string{c.Name}
 	}
 	l.upstreamLayers = strings.Join(up, ",")
+	l.upstreamFormat = c.UpstreamFormat
+	if strings.IndexFunc(l.upstreamFormat, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0 {
+		return fail("upstream_format %q has control characters", l.upstreamFormat)
+	}
 	if l.MetaWidth == 0 {
 		l.MetaWidth = 4
 	}
