@@ -195,7 +195,8 @@ func TestMapServerSeedLevels0To4ThenAllHits(t *testing.T) {
 // GetMap: the encoder is lossless on real maps. The population style has
 // far more than 256 colours (RGB tiles), the default style fewer
 // (paletted tiles). raw:polygons is the same layer with its metatiles
-// asked for in MapServer's uncompressed PNG (upstream_format png_raw):
+// asked for in MapServer's uncompressed PNG (upstream_format
+// "image/png; mode=raw", the project's output format png_raw):
 // its tiles too equal the image/png metatile's pixels.
 func TestMapServerSeededTilesAreTheMetatilesPixels(t *testing.T) {
 	up := mapServer(t)
@@ -215,7 +216,7 @@ func TestMapServerSeededTilesAreTheMetatilesPixels(t *testing.T) {
 		upstream ` + up + `
 		storage ` + storeLines(storageDir(t)) + `
 		timeout 60s` + layer("test:polygons", "") +
-		layer("raw:polygons", "upstream_layers test:polygons\n\t\t\tupstream_format png_raw")}.String())
+		layer("raw:polygons", "upstream_layers test:polygons\n\t\t\tupstream_format \"image/png; mode=raw\"")}.String())
 	for _, c := range []struct{ layer, style string }{
 		{"test:polygons", "population"}, {"test:polygons", "default"},
 		{"raw:polygons", "population"}, {"raw:polygons", "default"},

@@ -101,6 +101,10 @@ accesslog.filename      = "$DIR/lighttpd-access.log"
 server.tag              = "tilecache-upstream"
 server.max-keep-alive-requests = 1000
 server.max-connections  = 512
+# Pass MapServer's answer on as it comes rather than buffering all of it
+# first (in temp files beyond 1 MB): an uncompressed metatile is 4 MB
+# (measured: 76 instead of 69 raw metatiles/s, two at a time).
+server.stream-response-body = 2
 
 # GET /wms?... -> MapServer. 2 processes, one per core; lighttpd queues
 # requests beyond that.
