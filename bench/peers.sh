@@ -30,6 +30,13 @@
 #
 # Environment: ROUNDS [3] MAXZ [5] LAYERS ["test:polygons test:relief"]
 #   HITS [300] hits per latency measurement (0: skip that part)
+#   UPFORMAT [image/png] the FORMAT every tool asks MapServer for a layer's
+#     metatiles in (tile_cache upstream_format, MapCache's <FORMAT> param,
+#     MapProxy's request_format; the tiles stay PNG): one for every layer,
+#     or per layer as "LAYER=FORMAT|LAYER=FORMAT" (others: image/png). The
+#     project's MapServer also has "image/png; mode=fast" (zlib level 1)
+#     and "image/png; mode=raw" (uncompressed), e.g.
+#     UPFORMAT="test:polygons=image/png; mode=fast|test:relief=image/png; mode=raw"
 #   CADDY [/tmp/caddy-peers, built with ./xcaddy.sh if missing; BUILD=1 rebuilds]
 #   DEADLINE [1200] seconds; the script stops itself after
 #   KEEP=1 keeps the temp dir
@@ -41,6 +48,7 @@ ROUNDS=${ROUNDS:-3}
 MAXZ=${MAXZ:-5}
 LAYERS=${LAYERS:-"test:polygons test:relief"}
 HITS=${HITS:-300}
+UPFORMAT=${UPFORMAT:-image/png}
 DEADLINE=${DEADLINE:-1200}
 CADDY_BIN=${CADDY:-/tmp/caddy-peers}
 WORKERS=2
@@ -166,10 +174,23 @@ done
 # name: test:polygons -> polygons, a name every tool accepts in paths
 short() { printf '%s' "${1#*:}"; }
 
+upformat() { # upformat LAYER: the FORMAT its metatiles are asked for in
+	local e
+	if [[ $UPFORMAT != *=* ]]; then
+		printf '%s' "$UPFORMAT"
+		return
+	fi
+	IFS='|' read -ra e <<<"$UPFORMAT"
+	for e in "${e[@]}"; do
+		[[ ${e%%=*} == "$1" ]] && { printf '%s' "${e#*=}"; return; }
+	done
+	printf 'image/png'
+}
 LAYER_BLOCKS=""
 for L in $LAYERS; do
 	LAYER_BLOCKS+="
 		layer $L {
+			upstream_format \"$(upformat "$L")\"
 			gridsets EPSG:4326
 			metatile 4 4
 			transparent false
@@ -221,7 +242,7 @@ mapcache_xml() { # mapcache_xml LAYER DIR
   <format name="PNGopaque" type="PNG"/>
   <cache name="disk" type="disk"><base>$2/cache</base></cache>
   <source name="src" type="wms">
-    <getmap><params><LAYERS>$1</LAYERS><FORMAT>image/png</FORMAT><TRANSPARENT>FALSE</TRANSPARENT></params></getmap>
+    <getmap><params><LAYERS>$1</LAYERS><FORMAT>$(upformat "$1")</FORMAT><TRANSPARENT>FALSE</TRANSPARENT></params></getmap>
     <http><url>$UPSTREAM</url></http>
   </source>
   <tileset name="$(short "$1")">
@@ -257,6 +278,7 @@ caches:
     grids: [gwc4326]
     sources: [s]
     format: image/png
+    request_format: '$(upformat "$1")'
     image: {mode: RGB, transparent: false, paletted: false}
     meta_size: [4, 4]
     meta_buffer: 0
@@ -355,6 +377,7 @@ for L in $LAYERS; do
 	s=$(short "$L")
 	metatile_list "$L"
 	out "-- $L: $(wc -l <"$TMP/metas-$s.txt") metatiles; a metatile has $("$TMP/pngstat" -colors "$(mkdir -p "$TMP/probe-$s" && "$TMP/replay" -urls <(head -n 1 "$TMP/metas-$s.txt") -save "$TMP/probe-$s" >/dev/null && echo "$TMP/probe-$s/1.png")" | sed -E 's/.*colors=([0-9]+).*/\1/') colours"
+	out "every tool asks MapServer for these metatiles as FORMAT=$(upformat "$L")"
 	out "$(printf '%-6s %-9s %8s %9s %9s %9s' round tool secs x_replay cpu_s mapsrv_s)"
 	for round in $(seq "$ROUNDS"); do
 		run_replay "$L"
