@@ -317,9 +317,12 @@ run_ours() { # run_ours LAYER
 		[[ $st == DONE || $st == ABORTED ]] && break
 		sleep 0.05
 	done
-	SECS=$(elapsed "$t0" "$(now)")
 	[[ $st == DONE && $(jq -r .processed <<<"$TASK") == "$TILES" && $(jq -r .failedTiles <<<"$TASK") == 0 ]] ||
 		die "our seed of $1: $TASK"
+	# From the POST to the task's own end (same clock): the 50 ms polls
+	# above are the script's, not the seed's; the others' time ends when
+	# their process exits.
+	SECS=$(elapsed "$t0" "$(date -d "$(jq -r .finished <<<"$TASK")" +%s.%N)")
 	CPU=$(secs $(($(ticks_of "$CADDY_PID") - c0))) UPCPU=$(secs $(($(ticks_of $(up_pids)) - u0)))
 }
 timed() { # timed CMD...: runs it, sets SECS, CPU, UPCPU
