@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/adler32"
 	"hash/crc32"
 	"image"
 	"image/color"
@@ -609,6 +610,50 @@ func TestRecycleAfterFailedDecode(t *testing.T) {
 	if !failedReused {
 		t.Fatal("the buffer of the failed decode never came back")
 	}
+}
+
+func TestAdler32(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	buf := make([]byte, 40000)
+	for i := range buf {
+		buf[i] = uint8(rng.Uint32())
+	}
+	ones := bytes.Repeat([]byte{0xff}, 40000) // the largest sums
+	for _, b := range [][]byte{buf, ones} {
+		for _, n := range []int{0, 1, 7, 8, 9, 15, 16, 17, 127, 128, 129, 5503, 5504, 5551, 5552, 5553, 5559, 11104, 11111, 40000} {
+			if got, want := adler32Update(1, b[:n]), adler32.Checksum(b[:n]); got != want {
+				t.Fatalf("%d bytes: %08x, want %08x", n, got, want)
+			}
+			// In pieces, as rows come.
+			sum := uint32(1)
+			for p := b[:n]; len(p) > 0; {
+				k := min(len(p), 1+rng.IntN(4100))
+				sum, p = adler32Update(sum, p[:k]), p[k:]
+			}
+			if want := adler32.Checksum(b[:n]); sum != want {
+				t.Fatalf("%d bytes in pieces: %08x, want %08x", n, sum, want)
+			}
+		}
+	}
+}
+
+func BenchmarkAdler32(b *testing.B) {
+	buf := make([]byte, 4097)
+	for i := range buf {
+		buf[i] = uint8(i * 7)
+	}
+	b.Run("hash-adler32", func(b *testing.B) {
+		b.SetBytes(int64(len(buf)))
+		for b.Loop() {
+			adler32.Checksum(buf)
+		}
+	})
+	b.Run("lanes", func(b *testing.B) {
+		b.SetBytes(int64(len(buf)))
+		for b.Loop() {
+			adler32Update(1, buf)
+		}
+	})
 }
 
 // FuzzDecodePNG: decodePNG never panics, decodes only what image/png
