@@ -209,6 +209,8 @@ func BenchmarkMetatile(b *testing.B) {
 							b.Fatal(err)
 						}
 					}
+					// As the cache will: every tile is encoded.
+					Recycle(img)
 				}
 			})
 		}
