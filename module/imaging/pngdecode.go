@@ -368,11 +368,11 @@ func pixelDataError(err error) error {
 	return err
 }
 
-// errTrailingIDAT reports bytes after the zlib stream in the IDAT chunk it
-// ends in. image/png refuses them only when its read-ahead buffer has not
-// swallowed them (more than 4 KB from the stream's end, as a rule), which
-// is no reason to accept them here.
-var errTrailingIDAT = pngFormatError("too much pixel data: bytes after the zlib stream")
+// Bytes after the zlib stream, in the IDAT chunk it ends in, are left to
+// image/png (errNotHandled): it accepts them when its read-ahead buffer
+// has swallowed them (within ~4 KB of the stream's end, as a rule) and
+// refuses them otherwise. A metatile some server writes that way then
+// decodes exactly as it did before this decoder existed.
 
 // finish checks the end of the zlib stream after the last row: no more
 // data, a matching Adler-32, and the stream ending where an IDAT chunk
@@ -406,7 +406,7 @@ func (d *pngDecoder) finish(data []byte, idat [][]byte) error {
 		}
 	}
 	if used != 0 {
-		return errTrailingIDAT
+		return errNotHandled
 	}
 	return nil
 }
