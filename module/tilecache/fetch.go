@@ -297,6 +297,10 @@ func (f *fetcher) fetchAndStore(set store.Set, m *MetaRequest, fl *flight) (*Met
 		m.Layer.upstreamErrors.Inc()
 		return nil, fmt.Errorf("upstream: %w", err)
 	}
+	// Once the tiles are encoded (into copies; encodeAll waits for all of
+	// its encoders), the metatile's 4 MB go back to the decoder's pool
+	// instead of to the garbage collector.
+	defer imaging.Recycle(img)
 	tiles, err := imaging.Slice(img, m.Meta.Cols(), m.Meta.Rows(), m.Grid.TileWidth, m.Grid.TileHeight,
 		imaging.Gutter(m.Meta.Gutter))
 	if err != nil {
