@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"image"
 	"io"
+	"math/bits"
 	"net"
 	"net/http"
 	"net/url"
@@ -289,6 +290,8 @@ func (f *fetcher) fetchAndStore(set store.Set, m *MetaRequest, fl *flight) (*Met
 	if err == nil {
 		// Decoding is CPU work: done after the upstream slot is given back.
 		img, err = imaging.Decode(contentType, body, m.Meta.Width, m.Meta.Height)
+		// Neither decoder keeps the body, nor does an error message.
+		putBody(body)
 	}
 	if _, refused := refusal(err); refused || errors.Is(err, ErrUpstreamBusy) {
 		return nil, err // the upstream was not asked
@@ -477,17 +480,48 @@ func (f *fetcher) fetchBody(m *MetaRequest, fl *flight) (_ []byte, _ string, err
 // readBody reads an answer of at most maxUpstreamBody (+1, to tell a
 // larger one). An answer that says its length is read into one buffer of
 // that size (net/http stops its body there): an uncompressed metatile is
-// megabytes, which io.ReadAll would reach through a score of growing copies.
+// megabytes, which io.ReadAll would reach through a score of growing
+// copies. Buffers of large answers come from bodyPools (putBody).
 func readBody(resp *http.Response) ([]byte, error) {
 	n := resp.ContentLength
 	if n < 0 || n > maxUpstreamBody {
 		return io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody+1))
 	}
-	body := make([]byte, n)
+	body := getBody(int(n))
 	if _, err := io.ReadFull(resp.Body, body); err != nil {
+		putBody(body)
 		return nil, err
 	}
 	return body, nil
+}
+
+// bodyPools hold answer buffers of pooledBody bytes or more by size class
+// (powers of two): a seed of uncompressed metatiles reads 4 MB per
+// metatile, which the garbage collector would otherwise chase several
+// times a second, taking CPU from the cache hits beside it.
+var bodyPools [bits.UintSize]sync.Pool
+
+const pooledBody = 64 << 10
+
+func getBody(n int) []byte {
+	if n < pooledBody {
+		return make([]byte, n)
+	}
+	class := bits.Len(uint(n - 1))
+	if b, ok := bodyPools[class].Get().(*[]byte); ok {
+		return (*b)[:n]
+	}
+	return make([]byte, n, 1<<class)
+}
+
+// putBody gives a buffer from getBody back; nothing may use it after.
+func putBody(b []byte) {
+	c := cap(b)
+	if c < pooledBody || c&(c-1) != 0 {
+		return // small, or an odd size (io.ReadAll's): not worth keeping
+	}
+	b = b[:0]
+	bodyPools[bits.Len(uint(c-1))].Put(&b)
 }
 
 // transportError words a failed request or read for users and logs: a
