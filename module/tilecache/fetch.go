@@ -286,16 +286,27 @@ func (f *fetcher) fetchAndStore(set store.Set, m *MetaRequest, fl *flight) (*Met
 			seeding = false
 		}
 	}
-	var img image.Image
-	if err == nil {
-		// Decoding is CPU work: done after the upstream slot is given back.
-		img, err = imaging.Decode(contentType, body, m.Meta.Width, m.Meta.Height)
-		// Neither decoder keeps the body, nor does an error message.
-		putBody(body)
+	if err != nil {
+		if _, refused := refusal(err); refused || errors.Is(err, ErrUpstreamBusy) {
+			return nil, err // the upstream was not asked
+		}
+		m.Layer.upstreamErrors.Inc()
+		return nil, fmt.Errorf("upstream: %w", err)
 	}
-	if _, refused := refusal(err); refused || errors.Is(err, ErrUpstreamBusy) {
-		return nil, err // the upstream was not asked
+	if !seeding {
+		return f.cutAndStore(set, m, contentType, body, false)
 	}
+	var res *MetaResult
+	onSeedThread(func() { res, err = f.cutAndStore(set, m, contentType, body, true) })
+	return res, err
+}
+
+// cutAndStore decodes a metatile's answer, cuts and encodes its tiles and
+// stores them: the CPU work of a miss, after the upstream slot is given
+// back.
+func (f *fetcher) cutAndStore(set store.Set, m *MetaRequest, contentType string, body []byte, seeding bool) (*MetaResult, error) {
+	img, err := imaging.Decode(contentType, body, m.Meta.Width, m.Meta.Height)
+	putBody(body) // neither decoder keeps the body, nor does an error message
 	if err != nil {
 		m.Layer.upstreamErrors.Inc()
 		return nil, fmt.Errorf("upstream: %w", err)

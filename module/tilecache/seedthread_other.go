@@ -1,0 +1,11 @@
+//go:build !linux
+
+package tilecache
+
+import "errors"
+
+// onSeedThread runs fn: lowering one thread's priority is done on Linux
+// only (seedthread_linux.go).
+func onSeedThread(fn func()) { fn() }
+
+func threadNice() (int, error) { return 0, errors.New("thread priorities are not read on this system") }
