@@ -367,8 +367,9 @@ func (f *fetcher) renderedElsewhere(marker string, set store.Set, m *MetaRequest
 }
 
 // encodeAll encodes the tiles: a visitor's metatile on all cores, since
-// encoding is most of the CPU a miss costs; a seed's on this goroutine,
-// yielding between tiles.
+// encoding is most of the CPU a miss costs; a seed's on this goroutine
+// (a seed thread on Linux, seedthread_linux.go; elsewhere yielding between
+// tiles).
 func (f *fetcher) encodeAll(tiles []image.Image, out []store.Entry, m *MetaRequest, set store.Set, seeding bool) error {
 	cols := m.Meta.Cols()
 	encode := func(i int, buf *bytes.Buffer) error {
@@ -386,7 +387,9 @@ func (f *fetcher) encodeAll(tiles []image.Image, out []store.Entry, m *MetaReque
 			if err := encode(i, &buf); err != nil {
 				return err
 			}
-			runtime.Gosched()
+			if !seedThreadsLocked {
+				runtime.Gosched()
+			}
 		}
 		return nil
 	}

@@ -5,6 +5,7 @@ package tilecache
 import (
 	"fmt"
 	"runtime"
+	"sync"
 	"syscall"
 )
 
@@ -19,26 +20,44 @@ import (
 // gives way to the hit at once, and still takes whatever is left over.
 const seedNice = 10
 
-// onSeedThread runs fn on an OS thread of its own at seedNice and waits
-// for it. The thread is thrown away afterwards (the goroutine ends still
-// locked to it, and the runtime then ends the thread): an unprivileged
-// process may raise its nice value but not lower it back, so the thread
-// could never serve anything else at full priority. A thread per metatile
-// costs tens of microseconds against milliseconds of encoding.
+// seedThreadsLocked says onSeedThread runs fn on a goroutine locked to
+// its thread. Such a goroutine must not yield between tiles: a yield hands
+// its P to another thread and waits to get one back, two futex wakes each,
+// and seedCPU already keeps a P free for hits.
+const seedThreadsLocked = true
+
+// seedThreads are GOMAXPROCS goroutines locked to threads at seedNice,
+// for the life of the process (as many as seedCPU lets work at once): an
+// unprivileged process may raise a thread's nice value but never lower it
+// back, so these threads serve nothing else.
+var seedThreads struct {
+	once sync.Once
+	work chan func()
+}
+
+// onSeedThread runs fn on one of the seed threads and waits for it; a
+// panic in fn comes back as a panic here, for the fetch's own recover.
 func onSeedThread(fn func()) {
-	var panicked any
-	done := make(chan struct{})
-	go func() {
-		runtime.LockOSThread() // never unlocked: see above
-		defer close(done)
-		defer func() { panicked = recover() }()
-		// Best effort: a seed at full priority is still a correct seed.
-		_ = syscall.Setpriority(syscall.PRIO_PROCESS, syscall.Gettid(), seedNice)
+	seedThreads.once.Do(func() {
+		seedThreads.work = make(chan func())
+		for range runtime.GOMAXPROCS(0) {
+			go func() {
+				runtime.LockOSThread() // never unlocked: see seedThreads
+				// Best effort: a seed at full priority is still a correct seed.
+				_ = syscall.Setpriority(syscall.PRIO_PROCESS, syscall.Gettid(), seedNice)
+				for f := range seedThreads.work {
+					f()
+				}
+			}()
+		}
+	})
+	done := make(chan any, 1)
+	seedThreads.work <- func() {
+		defer func() { done <- recover() }()
 		fn()
-	}()
-	<-done
-	if panicked != nil {
-		panic(fmt.Sprint(panicked)) // to the fetch's own recover, on the caller's goroutine
+	}
+	if p := <-done; p != nil {
+		panic(fmt.Sprint(p))
 	}
 }
 
