@@ -305,8 +305,12 @@ func (f *fetcher) fetchAndStore(set store.Set, m *MetaRequest, fl *flight) (*Met
 // stores them: the CPU work of a miss, after the upstream slot is given
 // back.
 func (f *fetcher) cutAndStore(set store.Set, m *MetaRequest, contentType string, body []byte, seeding bool) (*MetaResult, error) {
+	t0 := time.Now()
 	img, err := imaging.Decode(contentType, body, m.Meta.Width, m.Meta.Height)
 	putBody(body) // neither decoder keeps the body, nor does an error message
+	if seeding {
+		seedCPU.pace(time.Since(t0))
+	}
 	if err != nil {
 		m.Layer.upstreamErrors.Inc()
 		return nil, fmt.Errorf("upstream: %w", err)
@@ -384,9 +388,11 @@ func (f *fetcher) encodeAll(tiles []image.Image, out []store.Entry, m *MetaReque
 	if seeding {
 		var buf bytes.Buffer
 		for i := range tiles {
+			t0 := time.Now()
 			if err := encode(i, &buf); err != nil {
 				return err
 			}
+			seedCPU.pace(time.Since(t0))
 			if !seedThreadsLocked {
 				runtime.Gosched()
 			}

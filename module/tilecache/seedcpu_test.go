@@ -72,3 +72,20 @@ func TestCPUGateOneCore(t *testing.T) {
 	}
 	g.release()
 }
+
+// While visitors are around, a seed thread sleeps as long as it worked;
+// with nobody around it does not sleep at all.
+func TestCPUGatePacesSeedingWhileVisited(t *testing.T) {
+	g := newCPUGate(1, time.Hour)
+	var slept []time.Duration
+	g.sleep = func(d time.Duration) { slept = append(slept, d) }
+	g.pace(8 * time.Millisecond)
+	if len(slept) != 0 {
+		t.Fatalf("slept %v with no visitor around", slept)
+	}
+	g.visited()
+	g.pace(8 * time.Millisecond)
+	if len(slept) != 1 || slept[0] != 8*time.Millisecond {
+		t.Fatalf("slept %v after 8ms of work while visited; want 8ms", slept)
+	}
+}
