@@ -203,7 +203,7 @@ cat >"$TMP/Caddyfile" <<EOF
 	auto_https off
 	grace_period 1ns
 	log {
-		level WARN
+		level INFO
 	}
 }
 http://127.0.0.1:$PORT {
@@ -303,8 +303,17 @@ EOF
 # Each sets SECS, CPU (the seeder's CPU seconds) and UPCPU (MapServer's).
 run_ours() { # run_ours LAYER
 	local t0 u0 c0 url hdr st
+	# Empty, as the others' caches are (rm -rf): truncateLayer, then wait
+	# for the store to reclaim the old tiles, which it does in the
+	# background and would otherwise do during the seed (and the hits).
+	local n0
+	n0=$(grep -c 'truncated layer reclaimed' "$TMP/caddy.log" || true)
 	curl -s -o /dev/null -H 'Content-Type: text/xml' -d "<truncateLayer><layerName>$1</layerName></truncateLayer>" \
 		"http://127.0.0.1:$PORT/gwc/rest/masstruncate" || die "truncateLayer $1"
+	for _ in $(seq 300); do
+		(($(grep -c 'truncated layer reclaimed' "$TMP/caddy.log" || true) > n0)) && break
+		sleep 0.1
+	done
 	u0=$(ticks_of $(up_pids)) c0=$(ticks_of "$CADDY_PID") t0=$(now)
 	hdr=$(curl -s -D - -o /dev/null -H 'Content-Type: application/json' \
 		-d "{\"seedRequest\":{\"gridSetId\":\"EPSG:4326\",\"zoomStart\":0,\"zoomStop\":$MAXZ,\"format\":\"image/png\",\"type\":\"seed\",\"threadCount\":$WORKERS}}" \
