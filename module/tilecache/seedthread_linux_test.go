@@ -9,9 +9,6 @@ import (
 // A seed's local work runs at seedNice on a thread of its own; the caller's
 // thread keeps its priority, and a panic comes back to the caller.
 func TestOnSeedThread(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("thread priorities are lowered on Linux only")
-	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	before, err := threadNice()
