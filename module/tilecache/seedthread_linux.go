@@ -5,6 +5,7 @@ package tilecache
 import (
 	"fmt"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"syscall"
 )
@@ -53,7 +54,15 @@ func onSeedThread(fn func()) {
 	})
 	done := make(chan any, 1)
 	seedThreads.work <- func() {
-		defer func() { done <- recover() }()
+		defer func() {
+			if r := recover(); r != nil {
+				// The stack is the seed thread's: the caller's would not
+				// show where it went wrong.
+				done <- fmt.Sprintf("%v\n%s", r, debug.Stack())
+				return
+			}
+			done <- nil
+		}()
 		fn()
 	}
 	if p := <-done; p != nil {
