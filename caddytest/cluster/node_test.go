@@ -330,15 +330,35 @@ func (n *node) kill() {
 	}
 }
 
+// freePort is a loopback port nobody listens on, never one it handed out
+// before: the kernel may give a port just closed to the next Listen, and
+// Caddy binds with SO_REUSEPORT, so a node once got the same port for its
+// admin endpoint and its site, and its tiles were answered by the admin
+// API (404).
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if !portsGiven[p] {
+			portsGiven[p] = true
+			return p
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatal("no loopback port that was not handed out before")
+	return 0
 }
+
+var (
+	portsMu    sync.Mutex
+	portsGiven = map[int]bool{}
+)
 
 // syncBuffer is a process's output, written by its pipe goroutines.
 type syncBuffer struct {

@@ -4,6 +4,7 @@
 package s3test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -152,17 +153,48 @@ func (s *Server) Stop() {
 
 // Pause freezes the process (SIGSTOP): connections are accepted by the
 // kernel and never answered, as from an S3 that hangs. Resume thaws it.
-func (s *Server) Pause() { s.signal(syscall.SIGSTOP) }
+func (s *Server) Pause() { s.signal(syscall.SIGSTOP, true) }
 
 // Resume undoes Pause.
-func (s *Server) Resume() { s.signal(syscall.SIGCONT) }
+func (s *Server) Resume() { s.signal(syscall.SIGCONT, false) }
 
-func (s *Server) signal(sig syscall.Signal) {
+// signal sends sig and waits (up to 5 s) until the process is stopped or
+// running as asked: a signal is delivered asynchronously, and a request
+// sent right after Pause was once still answered.
+func (s *Server) signal(sig syscall.Signal, stopped bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cmd != nil {
-		s.cmd.Process.Signal(sig)
+	if s.cmd == nil {
+		return
 	}
+	s.cmd.Process.Signal(sig)
+	tasks := fmt.Sprintf("/proc/%d/task/*/stat", s.cmd.Process.Pid)
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if allThreads(tasks, stopped) {
+			return
+		}
+	}
+}
+
+// allThreads reports whether every thread matching the /proc glob is
+// stopped (or every one is not); true where /proc cannot tell.
+func allThreads(glob string, stopped bool) bool {
+	files, _ := filepath.Glob(glob)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // the thread ended
+		}
+		// The state follows the command name in parentheses: "tid (comm) S ...".
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 >= len(b) {
+			continue
+		}
+		if (b[i+2] == 'T' || b[i+2] == 't') != stopped {
+			return false
+		}
+	}
+	return true
 }
 
 // Bucket makes a new bucket and returns its name.
