@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
@@ -354,16 +353,7 @@ func breakerHandler(t *testing.T, up *breakerUpstream, n int, cool time.Duration
 // serveTile asks h for tile idx of test:a in EPSG:4326.
 func serveTestTile(t *testing.T, h *Handler, idx gridset.Index) *httptest.ResponseRecorder {
 	t.Helper()
-	q := q111("test:a", "EPSG:4326", bboxStr(tileBBox(t, "EPSG:4326", idx), false))
-	w := httptest.NewRecorder()
-	next := caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error {
-		t.Fatalf("tile request passed through")
-		return nil
-	})
-	if err := h.ServeHTTP(w, httptest.NewRequest("GET", "/wms?"+q, nil), next); err != nil {
-		t.Fatal(err)
-	}
-	return w
+	return getTile(t, h, "test:a", "image/png", idx)
 }
 
 // With the upstream down, K misses on K different metatiles make only

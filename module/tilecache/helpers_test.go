@@ -2,11 +2,15 @@ package tilecache
 
 import (
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/tilecache/caddy-tilecache/module/gridset"
 	"github.com/tilecache/caddy-tilecache/module/params"
 	"github.com/tilecache/caddy-tilecache/module/store"
 )
@@ -96,4 +100,21 @@ func match(c *Cache, raw string) (tileRequest, string) {
 		return tr, reason
 	}
 	return tr, c.matchTile(&q, &tr)
+}
+
+// getTile asks h for a tile of layer in EPSG:4326 in the given format.
+func getTile(t *testing.T, h *Handler, layer, format string, idx gridset.Index) *httptest.ResponseRecorder {
+	t.Helper()
+	q := getMap("SERVICE", "WMS", "VERSION", "1.1.1", "REQUEST", "GetMap", "LAYERS", layer, "STYLES", "",
+		"FORMAT", format, "SRS", "EPSG:4326", "BBOX", bboxStr(tileBBox(t, "EPSG:4326", idx), false),
+		"WIDTH", "256", "HEIGHT", "256")
+	w := httptest.NewRecorder()
+	next := caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error {
+		t.Fatalf("tile request passed through")
+		return nil
+	})
+	if err := h.ServeHTTP(w, httptest.NewRequest("GET", "/wms?"+q, nil), next); err != nil {
+		t.Fatal(err)
+	}
+	return w
 }

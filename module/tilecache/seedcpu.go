@@ -52,9 +52,14 @@ func (g *cpuGate) visited() {
 	}
 }
 
+// visitorsAround reports whether a tile was asked for within quiet.
+func (g *cpuGate) visitorsAround() bool {
+	return time.Since(time.Unix(0, g.lastVisit.Load())) < g.quiet
+}
+
 // limit is how many metatiles seeding may work on now.
 func (g *cpuGate) limit() int {
-	if g.cores > 1 && time.Since(time.Unix(0, g.lastVisit.Load())) < g.quiet {
+	if g.cores > 1 && g.visitorsAround() {
 		return g.cores - 1
 	}
 	return g.cores
@@ -111,8 +116,8 @@ const visitorDuty = 0.5
 // pace follows worked time of a seed's local work: while visitors are
 // around it sleeps long enough to keep the thread at visitorDuty.
 func (g *cpuGate) pace(worked time.Duration) {
-	if time.Since(time.Unix(0, g.lastVisit.Load())) >= g.quiet {
-		return // nobody around
+	if !g.visitorsAround() {
+		return
 	}
 	g.sleep(time.Duration(float64(worked) * (1 - visitorDuty) / visitorDuty))
 }

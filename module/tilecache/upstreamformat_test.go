@@ -14,7 +14,6 @@ import (
 	"testing"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/tilecache/caddy-tilecache/module/gridset"
 )
@@ -76,23 +75,6 @@ func (u *formatUpstream) last() (string, *image.NRGBA, int) {
 		return "", nil, 0
 	}
 	return u.formats[len(u.formats)-1], u.sent[len(u.sent)-1], len(u.formats)
-}
-
-// getTile asks h for a tile of layer in EPSG:4326 in the given format.
-func getTile(t *testing.T, h *Handler, layer, format string, idx gridset.Index) *httptest.ResponseRecorder {
-	t.Helper()
-	q := getMap("SERVICE", "WMS", "VERSION", "1.1.1", "REQUEST", "GetMap", "LAYERS", layer, "STYLES", "",
-		"FORMAT", format, "SRS", "EPSG:4326", "BBOX", bboxStr(tileBBox(t, "EPSG:4326", idx), false),
-		"WIDTH", "256", "HEIGHT", "256")
-	w := httptest.NewRecorder()
-	next := caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error {
-		t.Fatalf("tile request passed through")
-		return nil
-	})
-	if err := h.ServeHTTP(w, httptest.NewRequest("GET", "/wms?"+q, nil), next); err != nil {
-		t.Fatal(err)
-	}
-	return w
 }
 
 // isAreaOf reports whether tile equals one 256-pixel square of meta, pixel
