@@ -7,7 +7,15 @@
 // A Node is this process's member of one cluster. It writes a heartbeat,
 // watches the others' heartbeats (a node silent for the lease is dead and
 // its claims void), and offers the storage under the cluster's own prefix
-// with timings and errors that say where they come from. Package seeder
+// with timings and errors that say where they come from.
+//
+// What a node concludes about the others rests on what it saw stored,
+// never on what it failed to see: a listing or a read that fails, or that
+// raced another node's write, leaves every judgment as it was. A node is
+// dead when its heartbeat has not changed for the lease by this node's
+// clock, or when its own record says it left; a heartbeat missing from a
+// listing is a heartbeat that did not change, nothing more. Death is a
+// judgment that the next beat revises. Package seeder
 // keeps its task registry and work units with it; the tile fetch path
 // marks the metatiles it renders (render.go).
 package cluster
@@ -23,6 +31,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -88,8 +97,30 @@ func (c *Config) Settings() (lease, poll time.Duration) {
 // (the REST interface above all) can tell it from other errors.
 var ErrStorage = errors.New("cluster storage unavailable")
 
-func storageErr(op, key string, err error) error {
-	return fmt.Errorf("%w: %s %s: %v", ErrStorage, op, key, err)
+// storageErr names the key (relative to the cluster's area) and what went
+// wrong, never where the storage keeps it: the message reaches REST
+// clients (503), and a server's file system paths are not theirs to see.
+func (n *Node) storageErr(op, key string, err error) error {
+	return fmt.Errorf("%w: %s %s: %s", ErrStorage, op, key, n.reason(err))
+}
+
+// reason is err without the storage's own names for keys: the operation
+// and the cause of a file system error, and for the file_system storage
+// its root cut from messages that carry a path in their text.
+func (n *Node) reason(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Op + ": " + pe.Err.Error()
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		return le.Op + ": " + le.Err.Error()
+	}
+	msg := err.Error()
+	if fst, ok := n.st.(*certmagic.FileStorage); ok && fst.Path != "" {
+		msg = strings.ReplaceAll(msg, filepath.Clean(fst.Path)+string(filepath.Separator), "")
+	}
+	return msg
 }
 
 // IsNotExist reports whether err says a key is not stored. Storages say
@@ -120,9 +151,6 @@ type Node struct {
 	poll  time.Duration
 	beat  int64
 	peers map[string]peer
-	// gone are nodes whose heartbeat record went: they left (or were
-	// forgotten), and are dead for good.
-	gone map[string]bool
 	// waiting is when this node began waiting, without getting it, for
 	// each lock it waits for (breakStuck).
 	waiting map[string]time.Time
@@ -142,14 +170,23 @@ type Node struct {
 type peer struct {
 	beat    int64
 	changed time.Time
+	// left: the newest record seen says the node left the cluster.
+	left bool
 }
 
 // heartbeat is a node's record under nodes/.
 type heartbeat struct {
+	// ID is the node's own: a record whose key is not its ID is a
+	// storage's temporary copy caught mid-write (certmagic's file_system
+	// storage writes a file of another name, then renames it), not a node.
+	ID      string    `json:"id,omitempty"`
 	Beat    int64     `json:"beat"`
 	Host    string    `json:"host"`
 	PID     int       `json:"pid"`
 	Started time.Time `json:"started"`
+	// Left is written by a node that leaves cleanly, as its last beat:
+	// the others count it dead at once instead of after the lease.
+	Left bool `json:"left,omitempty"`
 }
 
 var nodes = caddy.NewUsagePool()
@@ -198,7 +235,7 @@ func Join(st certmagic.Storage, name string, lease, poll time.Duration, log *zap
 	n := &Node{
 		ID:     host + "-" + hex.EncodeToString(suffix),
 		prefix: prefix, st: st, ctx: ctx, cancel: cancel, done: make(chan struct{}),
-		peers: map[string]peer{}, gone: map[string]bool{}, waiting: map[string]time.Time{}, lease: lease, poll: poll,
+		peers: map[string]peer{}, waiting: map[string]time.Time{}, lease: lease, poll: poll,
 	}
 	n.log = log.With(zap.String("node", n.ID), zap.String("cluster", prefix))
 	n.quiet = n.log.WithOptions(zap.WrapCore(func(core zapcore.Core) zapcore.Core {
@@ -216,15 +253,23 @@ func (n *Node) Release() error {
 	return err
 }
 
-// Destruct leaves the cluster: the heartbeat stops and its record goes,
-// so the others need not wait out the lease for work this node still
-// held (the seeder gives its claims back before).
+// Destruct leaves the cluster: the heartbeat stops with a last one that
+// says so, so the others need not wait out the lease for work this node
+// still held (the seeder gives its claims back before). The record stays
+// (a record's absence proves nothing: see readPeers) until a node forgets
+// it with the long-dead ones.
 func (n *Node) Destruct() error {
 	n.cancel()
 	<-n.done
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	err := n.st.Delete(ctx, n.key("nodes/"+n.ID))
+	n.mu.Lock()
+	n.beat++
+	hb := heartbeat{ID: n.ID, Beat: n.beat, PID: os.Getpid(), Left: true}
+	n.mu.Unlock()
+	hb.Host, _ = os.Hostname()
+	b, _ := json.Marshal(hb)
+	err := n.st.Store(ctx, n.key("nodes/"+n.ID), b)
 	n.log.Info("left the cluster")
 	return err
 }
@@ -257,7 +302,7 @@ func (n *Node) writeBeat() {
 	start := time.Now()
 	n.mu.Lock()
 	n.beat++
-	hb := heartbeat{Beat: n.beat, PID: os.Getpid()}
+	hb := heartbeat{ID: n.ID, Beat: n.beat, PID: os.Getpid()}
 	n.mu.Unlock()
 	hb.Host, _ = os.Hostname()
 	b, _ := json.Marshal(hb)
@@ -290,18 +335,26 @@ func (n *Node) writeBeat() {
 	n.healthy, n.lastErr = true, ""
 }
 
-// readPeers loads every node's heartbeat and notes whose changed.
+// readPeers loads every node's heartbeat and notes whose changed. Only
+// what it read counts: a node whose record it did not find (not listed,
+// gone between the listing and the read, unreadable) is a node whose
+// heartbeat it did not see change, and is judged by the lease like one
+// that stopped beating. A listing can miss a record that is there (a
+// storage that walks a directory while another node renames its
+// temporary file into place), and a record can be gone for a while (the
+// storage wiped, or forgotten by a node that wrongly thought it long
+// dead): neither may make a live node dead.
 func (n *Node) readPeers() error {
 	keys, err := n.List("nodes")
 	if err != nil {
 		return err
 	}
 	now := time.Now()
-	seen := make(map[string]int64, len(keys))
+	seen := make(map[string]heartbeat, len(keys))
 	for _, k := range keys {
 		b, err := n.Load(k)
 		if IsNotExist(err) {
-			continue // left just now
+			continue // a temporary file renamed meanwhile, or a record forgotten
 		}
 		if err != nil {
 			return err
@@ -310,28 +363,35 @@ func (n *Node) readPeers() error {
 		if json.Unmarshal(b, &hb) != nil {
 			continue
 		}
-		seen[path.Base(k)] = hb.Beat
+		id := path.Base(k)
+		if hb.ID != "" && hb.ID != id {
+			continue // another node's record caught before its rename
+		}
+		seen[id] = hb
 	}
 	n.mu.Lock()
-	var gone []string
-	for id, beat := range seen {
+	var forget []string
+	for id, hb := range seen {
 		p, ok := n.peers[id]
 		switch {
-		case !ok || p.beat != beat:
-			n.peers[id] = peer{beat: beat, changed: now}
+		case !ok || p.beat != hb.Beat:
+			if ok && !p.left && n.lastRead.Sub(p.changed) >= n.lease {
+				n.log.Info("a node judged dead beats again: alive", zap.String("peer", id),
+					zap.Duration("silent", now.Sub(p.changed)))
+			}
+			n.peers[id] = peer{beat: hb.Beat, changed: now, left: hb.Left}
 		case n.healthy && now.Sub(p.changed) > forgetAfter*n.lease:
-			gone = append(gone, id) // long dead (killed, never back): its record goes
+			forget = append(forget, id) // long dead (killed, never back): its record goes
 		}
 	}
-	for id := range n.peers {
-		if _, ok := seen[id]; !ok {
-			delete(n.peers, id) // left the cluster (or its record was lost): dead
-			n.gone[id] = true
+	for id, p := range n.peers {
+		if _, ok := seen[id]; !ok && now.Sub(p.changed) > forgetAfter*n.lease {
+			delete(n.peers, id) // long dead and its record forgotten: only memory
 		}
 	}
 	n.lastRead = now
 	n.mu.Unlock()
-	for _, id := range gone {
+	for _, id := range forget {
 		if err := n.Delete("nodes/" + id); err == nil {
 			n.log.Info("forgot a node silent for long", zap.String("dead", id))
 		}
@@ -345,24 +405,27 @@ const forgetAfter = 30
 
 // Alive reports whether node id counts as alive: this node itself, and
 // any node whose heartbeat this node's last read of the heartbeats had
-// seen change within the lease before (see lastRead). A node
-// whose record is gone (it left) is dead at once; while this node cannot
-// read the storage, everybody counts as alive. A node not heard of yet
-// (it joined since this node last read the heartbeats) counts as alive
-// until the next read says otherwise.
+// seen change within the lease before (see lastRead), unless that
+// heartbeat said the node left. While this node cannot read the storage,
+// everybody counts as alive. A node not heard of yet (it joined since
+// this node last read the heartbeats, or it held a work unit long ago)
+// counts as alive from now until the lease runs out without a beat.
 func (n *Node) Alive(id string) bool {
 	if id == n.ID {
 		return true
 	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.gone[id] || id == "" {
+	if id == "" {
 		return false
 	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
 	p, ok := n.peers[id]
 	if !ok {
 		n.peers[id] = peer{beat: -1, changed: time.Now()}
 		return true
+	}
+	if p.left {
+		return false
 	}
 	return !n.healthy || n.lastRead.Sub(p.changed) < n.lease
 }
@@ -413,7 +476,7 @@ func (n *Node) Load(key string) ([]byte, error) {
 	}
 	b, err := n.st.Load(ctx, full)
 	if err != nil && !IsNotExist(err) {
-		return nil, storageErr("reading", key, err)
+		return nil, n.storageErr("reading", key, err)
 	}
 	return b, err
 }
@@ -423,7 +486,7 @@ func (n *Node) Store(key string, value []byte) error {
 	ctx, cancel := n.opCtx()
 	defer cancel()
 	if err := n.st.Store(ctx, n.key(key), value); err != nil {
-		return storageErr("writing", key, err)
+		return n.storageErr("writing", key, err)
 	}
 	return nil
 }
@@ -433,25 +496,55 @@ func (n *Node) Delete(key string) error {
 	ctx, cancel := n.opCtx()
 	defer cancel()
 	if err := n.st.Delete(ctx, n.key(key)); err != nil && !IsNotExist(err) {
-		return storageErr("deleting", key, err)
+		return n.storageErr("deleting", key, err)
 	}
 	return nil
 }
 
 // List returns the full keys directly under prefix; none when nothing
-// was ever stored there.
+// is stored there. A not-exist error of the storage's List is not taken
+// for "nothing": certmagic's file_system storage walks the directory and
+// fails with one when a file it has listed is gone before it looks at it,
+// which another node's write does (a temporary file renamed into place)
+// and a deletion does. Only a prefix that is itself absent means nothing
+// is stored; a listing that raced is done again, and one that races
+// listRetries times in a row is an ErrStorage like any failure, which the
+// callers read as "unknown".
 func (n *Node) List(prefix string) ([]string, error) {
 	ctx, cancel := n.opCtx()
 	defer cancel()
-	keys, err := n.st.List(ctx, n.key(prefix), false)
-	if IsNotExist(err) {
-		return nil, nil
+	full := n.key(prefix)
+	for try := 1; ; try++ {
+		keys, err := n.st.List(ctx, full, false)
+		if err == nil {
+			return keys, nil
+		}
+		if !IsNotExist(err) {
+			return nil, n.storageErr("listing", prefix, err)
+		}
+		if _, serr := n.st.Stat(ctx, full); IsNotExist(serr) {
+			return nil, nil // nothing was ever stored there
+		} else if serr != nil {
+			return nil, n.storageErr("listing", prefix, serr)
+		}
+		observeRace()
+		if try == listRetries {
+			return nil, n.storageErr("listing", prefix, fmt.Errorf("keys went while listed, %d times in a row (last: %s)", try, n.reason(err)))
+		}
+		select {
+		case <-ctx.Done():
+			return nil, n.storageErr("listing", prefix, ctx.Err())
+		case <-time.After(time.Duration(rand.Int64N(int64(listPause)))):
+		}
 	}
-	if err != nil {
-		return nil, storageErr("listing", prefix, err)
-	}
-	return keys, nil
 }
+
+// listRetries bounds the listings of one List that may race other nodes'
+// writes; listPause is the longest random pause between two.
+const (
+	listRetries = 8
+	listPause   = 5 * time.Millisecond
+)
 
 // lock takes the storage's lock full. A storage's Lock blocks until the
 // lock is free, polling as it likes: certmagic's file_system storage
@@ -566,7 +659,7 @@ func (n *Node) Locked(name string, fn func() error) error {
 	start := time.Now()
 	full := n.key(name)
 	if err := n.lock(full); err != nil {
-		return storageErr("locking", name, err)
+		return n.storageErr("locking", name, err)
 	}
 	defer n.unlock(name, full)
 	observe("lock_wait", start)

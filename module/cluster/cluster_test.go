@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,7 +24,7 @@ func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
 	}
 }
 
-// Two nodes on one file_system storage see each other alive; one that
+// Three nodes on one file_system storage see each other alive; one that
 // leaves is dead at once, one that goes silent (a crash) after the lease.
 func TestLiveness(t *testing.T) {
 	st := &certmagic.FileStorage{Path: t.TempDir()}
@@ -39,7 +40,7 @@ func TestLiveness(t *testing.T) {
 	if !a.Alive(b.ID) || !a.Alive(c.ID) || !a.Alive(a.ID) {
 		t.Fatal("a live node counted dead")
 	}
-	b.Destruct() // leaves: its record goes
+	b.Destruct() // leaves: its last beat says so
 	waitFor(t, "a sees b gone", 2*time.Second, func() bool { return !a.Alive(b.ID) })
 	c.cancel() // silent, record kept: a crash
 	<-c.done
@@ -51,11 +52,15 @@ func TestLiveness(t *testing.T) {
 	}
 	waitFor(t, "a counts silent c dead", 2*lease, func() bool { return !a.Alive(c.ID) })
 	// A node not heard of yet counts as alive (it may have joined since
-	// the last read) until a read finds no heartbeat of it.
+	// the last read) until the lease runs out without a heartbeat of it.
 	if !a.Alive("never-seen") {
 		t.Fatal("a node not heard of yet counted dead before a read")
 	}
+	asked := time.Now()
 	waitFor(t, "a counts a node without a heartbeat dead", 2*time.Second, func() bool { return !a.Alive("never-seen") })
+	if d := time.Since(asked); d < lease {
+		t.Fatalf("a node never seen counted dead after %v, before the lease", d)
+	}
 }
 
 // While the storage fails, nobody is judged dead, and errors say where
@@ -86,6 +91,19 @@ func TestStorageOutage(t *testing.T) {
 	}
 	if _, err := a.Load("x"); !errors.Is(err, ErrStorage) || IsNotExist(err) {
 		t.Fatalf("a read during the outage: %v, want ErrStorage", err)
+	}
+	// The errors reach REST clients: they name the key, not the server's
+	// directories.
+	for _, op := range []func() error{
+		func() error { return a.Store("tasks/1/task", []byte("1")) },
+		func() error { _, err := a.Load("tasks/1/task"); return err },
+		func() error { _, err := a.List("tasks"); return err },
+		func() error { return a.Locked("seq", func() error { return nil }) },
+	} {
+		err := op()
+		if err == nil || strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "tasks") && !strings.Contains(err.Error(), "seq") {
+			t.Errorf("storage error %q: want the key named and no path under %s", err, dir)
+		}
 	}
 	os.Remove(st.Path)
 	if err := os.Rename(st.Path+".off", st.Path); err != nil {

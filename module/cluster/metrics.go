@@ -16,8 +16,18 @@ var opSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 	Buckets: prometheus.ExponentialBuckets(0.0001, 2.5, 12),
 }, []string{"op"})
 
+// listRaces counts listings of the storage that failed because a key went
+// while it was listed (another node's write or deletion), and were done
+// again: a storage that shows many is a busy shared directory.
+var listRaces = prometheus.NewCounter(prometheus.CounterOpts{
+	Namespace: "caddy", Subsystem: "tile_cache", Name: "cluster_list_races_total",
+	Help: "Listings of Caddy's storage that raced another node's write and were done again.",
+})
+
 // Collectors are the package's metrics, for the tile_cache app to register.
-func Collectors() []prometheus.Collector { return []prometheus.Collector{opSeconds} }
+func Collectors() []prometheus.Collector { return []prometheus.Collector{opSeconds, listRaces} }
+
+func observeRace() { listRaces.Inc() }
 
 // observe records the time since start under op.
 func observe(op string, start time.Time) {
