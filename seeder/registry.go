@@ -143,7 +143,12 @@ func (r *registry) sweep(key string) {
 func (r *registry) finished() ([]*record, error) { return r.records("history", "") }
 
 // records loads the records under dir (each key + suffix), by id; one
-// that goes while they are read (a task retired meanwhile) is skipped.
+// that goes while they are read (a task retired meanwhile) is skipped, and
+// so is a key that names no task: a storage's temporary file caught
+// before its rename (certmagic's file_system storage names them with
+// digits, like task ids), whose record is another key's. A listing that
+// fails is an error, never an empty registry: the callers would take
+// every task for finished.
 func (r *registry) records(dir, suffix string) ([]*record, error) {
 	keys, err := r.n.List(dir)
 	if err != nil {
@@ -151,6 +156,10 @@ func (r *registry) records(dir, suffix string) ([]*record, error) {
 	}
 	recs := make([]*record, 0, len(keys))
 	for _, k := range keys {
+		id, err := strconv.ParseInt(path.Base(k), 10, 64)
+		if err != nil {
+			continue
+		}
 		b, err := r.n.Load(k + suffix)
 		if cluster.IsNotExist(err) {
 			if dir == "tasks" {
@@ -164,6 +173,9 @@ func (r *registry) records(dir, suffix string) ([]*record, error) {
 		rec, err := unmarshalRecord(b)
 		if err != nil {
 			return nil, err
+		}
+		if rec.ID != id {
+			continue
 		}
 		recs = append(recs, rec)
 	}
@@ -248,21 +260,16 @@ func (r *registry) retire(rec *record) error {
 
 // evict forgets the oldest finished tasks beyond the history's size. Two
 // nodes evicting at once delete the same records: no harm.
+// The records are read, not only listed: a temporary file's name in the
+// listing must not count as a finished task and push a real one out.
 func (r *registry) evict() {
-	keys, err := r.n.List("history")
+	recs, err := r.finished()
 	if err != nil {
 		return
 	}
-	ids := make([]int64, 0, len(keys))
-	for _, k := range keys {
-		if id, err := strconv.ParseInt(path.Base(k), 10, 64); err == nil {
-			ids = append(ids, id)
-		}
-	}
-	slices.Sort(ids)
-	for len(ids) > r.history() {
-		r.n.Delete(historyKey(ids[0]))
-		ids = ids[1:]
+	for len(recs) > r.history() {
+		r.n.Delete(historyKey(recs[0].ID))
+		recs = recs[1:]
 	}
 }
 

@@ -1,9 +1,13 @@
 package seeder
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"io/fs"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -212,5 +216,77 @@ func TestRegistryEndAndHistory(t *testing.T) {
 	}
 	if _, err := regs[0].lookup(1); !errors.Is(err, ErrNoTask) {
 		t.Fatalf("an evicted task: %v, want ErrNoTask", err)
+	}
+}
+
+// racingStorage makes every listing fail as certmagic's file_system
+// storage does when a file goes while it walks the directory, while race
+// is set.
+type racingStorage struct {
+	certmagic.Storage
+	race atomic.Bool
+}
+
+func (s *racingStorage) List(ctx context.Context, prefix string, recursive bool) ([]string, error) {
+	if s.race.Load() {
+		return nil, &fs.PathError{Op: "lstat", Path: prefix + "/1234567", Err: fs.ErrNotExist}
+	}
+	return s.Storage.List(ctx, prefix, recursive)
+}
+
+// A listing that keeps racing is an error, never an empty registry (the
+// poll would stop every task, a kill would find none); and a storage's
+// temporary file in history/ (digits, like a task id, holding another
+// task's record) is neither listed as a task nor pushes one out.
+func TestRegistryUnknownIsNotEmpty(t *testing.T) {
+	st := &racingStorage{Storage: &certmagic.FileStorage{Path: t.TempDir()}}
+	node := cluster.Join(st, "test", 2*time.Second, 100*time.Millisecond, zap.NewNop())
+	t.Cleanup(func() { node.Destruct() })
+	r := &registry{n: node, log: zap.NewNop(), history: func() int { return 3 }}
+	for id := int64(1); id <= 2; id++ {
+		if err := r.submit(testRecord(id, 3, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := r.end(1, "killed"); err != nil {
+		t.Fatal(err)
+	}
+	st.race.Store(true)
+	if recs, err := r.active(); err == nil || !errors.Is(err, cluster.ErrStorage) {
+		t.Fatalf("a racing listing of the tasks: %d records, error %v; want an ErrStorage", len(recs), err)
+	}
+	if _, err := r.finished(); err == nil {
+		t.Fatal("a racing listing of the history read as an empty history")
+	}
+	st.race.Store(false)
+	if recs, err := r.active(); err != nil || len(recs) != 1 {
+		t.Fatalf("after the race: %d active tasks, %v; want 1", len(recs), err)
+	}
+
+	rec, _ := r.lookup(1)
+	b, _ := json.Marshal(rec)
+	if err := node.Store("history/987654321", b); err != nil {
+		t.Fatal(err)
+	}
+	for id := int64(2); id <= 4; id++ {
+		if id > 2 {
+			if err := r.submit(testRecord(id, 3, 1)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := r.end(id, "killed"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done, err := r.finished()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	for _, d := range done {
+		ids = append(ids, d.ID)
+	}
+	if !slices.Equal(ids, []int64{2, 3, 4}) {
+		t.Fatalf("history %v, want the newest 3 real tasks 2, 3, 4", ids)
 	}
 }
