@@ -29,14 +29,22 @@ type fakeWMS struct {
 	delay   atomic.Int64 // time.Duration added to every GetMap
 
 	mu     sync.Mutex
-	bboxes map[string]int      // GetMaps per BBOX and size ("<bbox> <w>x<h>")
-	nodes  map[string]int      // GetMaps per node= query value
-	who    map[string][]string // nodes that fetched each BBOX and size, in order
+	bboxes map[string]int     // GetMaps per BBOX and size ("<bbox> <w>x<h>")
+	nodes  map[string]int     // GetMaps per node= query value
+	who    map[string][]fetch // who fetched each BBOX and size, and when, in order
 }
+
+// fetch is one GetMap: the node that sent it, and when it arrived.
+type fetch struct {
+	node string
+	at   time.Time
+}
+
+func (f fetch) String() string { return f.node + "@" + f.at.Format("15:04:05.000") }
 
 func newFakeWMS(t *testing.T) *fakeWMS {
 	t.Helper()
-	f := &fakeWMS{bboxes: map[string]int{}, nodes: map[string]int{}, who: map[string][]string{}}
+	f := &fakeWMS{bboxes: map[string]int{}, nodes: map[string]int{}, who: map[string][]fetch{}}
 	f.Server = httptest.NewServer(http.HandlerFunc(f.serve)) // 127.0.0.1
 	t.Cleanup(f.Close)
 	return f
@@ -78,8 +86,22 @@ func (f *fakeWMS) fetchers() map[string][]string {
 	for b, n := range f.bboxes {
 		if n > 1 {
 			for _, w := range f.who[b] {
-				out[b] = append(out[b], strings.SplitN(w, "@", 2)[0])
+				out[b] = append(out[b], w.node)
 			}
+		}
+	}
+	return out
+}
+
+// refetched returns the GetMaps of every BBOX and size fetched more than
+// once, in arrival order.
+func (f *fakeWMS) refetched() map[string][]fetch {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[string][]fetch{}
+	for b, n := range f.bboxes {
+		if n > 1 {
+			out[b] = append([]fetch(nil), f.who[b]...)
 		}
 	}
 	return out
@@ -123,7 +145,7 @@ func (f *fakeWMS) serve(w http.ResponseWriter, r *http.Request) {
 	key := bbox + " " + get("WIDTH") + "x" + get("HEIGHT")
 	f.bboxes[key]++
 	f.nodes[q.Get("node")]++
-	f.who[key] = append(f.who[key], fmt.Sprintf("%s@%s", q.Get("node"), time.Now().Format("15:04:05.000")))
+	f.who[key] = append(f.who[key], fetch{q.Get("node"), time.Now()})
 	f.mu.Unlock()
 	if d := time.Duration(f.delay.Load()); d > 0 {
 		select {

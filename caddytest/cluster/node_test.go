@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"image/png"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/url"
@@ -22,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddyserver/certmagic"
 	"github.com/minio/minio-go/v7"
 
 	"github.com/tilecache/caddy-tilecache/module/gridset"
@@ -46,6 +48,10 @@ type options struct {
 	tiles    string                   // more tile_cache options (timeout…)
 	workers  int                      // tile_cache_admin workers (default 2)
 	jsonNode string                   // this node gets a JSON config (cluster set in JSON)
+	// neighbour: a fourth member beats as fast as the storage lets it
+	// (busyNeighbour), so that the nodes' listings race its writes many
+	// times a second instead of now and then.
+	neighbour bool
 }
 
 const defaultLayers = `layer test:a {
@@ -123,8 +129,47 @@ func newCluster(t *testing.T, o options) *cluster {
 	for _, nd := range c.nodes {
 		nd.waitReady()
 	}
+	if o.neighbour {
+		c.busyNeighbour()
+	}
 	return c
 }
+
+// busyNeighbour stands for members of the cluster that hold no work and
+// rewrite their heartbeat records as fast as the storage lets them (until
+// the test ends), through certmagic's file_system storage as Caddy does:
+// a temporary file beside the key, renamed into place. A node listing
+// nodes/ meanwhile often meets a temporary file that vanishes under it
+// (its List fails with not-exist), which on code that took that for "no
+// heartbeats" made every live node dead for good.
+func (c *cluster) busyNeighbour() {
+	c.t.Helper()
+	nodes := filepath.Dir(c.storedFile("/nodes/" + c.nodes[0].id()))
+	rel, err := filepath.Rel(c.storage, nodes)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	st := &certmagic.FileStorage{Path: c.storage}
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	c.t.Cleanup(func() { stop(); wg.Wait() })
+	for i := range neighbours {
+		id := fmt.Sprintf("neighbour%d-0badcafe", i)
+		key := filepath.ToSlash(rel) + "/" + id
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for beat := 1; ctx.Err() == nil; beat++ {
+				b, _ := json.Marshal(map[string]any{"id": id, "beat": beat, "host": "neighbour"})
+				st.Store(ctx, key, b)
+			}
+		}()
+	}
+}
+
+// neighbours is how many busy neighbours write at once: enough that about
+// one listing of nodes/ in ten races a write.
+const neighbours = 4
 
 // locks describes the lock files in the shared storage: name, age of the
 // last write, content.
@@ -751,4 +796,68 @@ func eventually(t *testing.T, within time.Duration, what string, cond func() boo
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// ---- the shared storage, read as an outsider
+
+var joinedRE = regexp.MustCompile(`"node":"([^"]+)"`)
+
+// id is the node's id in the cluster, from its "joined the cluster" log line.
+func (n *node) id() string {
+	n.t.Helper()
+	for _, l := range n.log.grep("joined the cluster") {
+		if m := joinedRE.FindStringSubmatch(l); m != nil {
+			return m[1]
+		}
+	}
+	n.t.Fatalf("node %s logged no cluster id:\n%s", n.name, n.log.tail(20))
+	return ""
+}
+
+// storedFile finds the one file of the shared storage whose path ends in
+// suffix (the cluster's area is named after the cache).
+func (c *cluster) storedFile(suffix string) string {
+	c.t.Helper()
+	var found []string
+	filepath.WalkDir(c.storage, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(filepath.ToSlash(p), suffix) {
+			found = append(found, p)
+		}
+		return nil
+	})
+	if len(found) != 1 {
+		c.t.Fatalf("%d files ending in %s in the shared storage: %v", len(found), suffix, found)
+	}
+	return found[0]
+}
+
+// ledger is what a test reads of a task's record in the shared storage.
+type ledger struct {
+	PerUnit int64            `json:"perUnit"`
+	Held    map[int64]string `json:"held"`
+}
+
+// ledger reads task id's work-unit ledger.
+func (c *cluster) ledger(id int64) ledger {
+	c.t.Helper()
+	b, err := os.ReadFile(c.storedFile(fmt.Sprintf("/tasks/%d/task", id)))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	var l ledger
+	if err := json.Unmarshal(b, &l); err != nil {
+		c.t.Fatalf("task %d's record: %v", id, err)
+	}
+	return l
+}
+
+// heartbeatWritten is when node id's heartbeat record was last written
+// (its modification time: before any other node could read it).
+func (c *cluster) heartbeatWritten(id string) time.Time {
+	c.t.Helper()
+	fi, err := os.Stat(c.storedFile("/nodes/" + id))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return fi.ModTime()
 }
