@@ -11,7 +11,7 @@
 #                      made by the same generator (raw raster + header) and
 #                      gdal_translate (tiled GeoTIFF) + gdaladdo (overviews)
 #   DIR/world.map      the MapServer mapfile (layers test:polygons,
-#                      test:roads, test:places, test:relief)
+#                      test:roads, test:places, test:relief, test:mosaic)
 #   DIR/fonts.txt      the FONTSET (DejaVu Sans)
 #   DIR/mapserver.conf the MapServer 8 config file; its ENV block sets
 #                      MS_MAPFILE, so clients can omit map=
@@ -35,7 +35,7 @@ REPO=$(cd "$HERE/.." && pwd)
 mkdir -p "$1"
 DIR=$(realpath -- "$1")
 SEED=${SEED:-20240601}
-LAYERS=(polygons roads places)
+LAYERS=(polygons roads places mosaic)
 
 FONT_REGULAR=/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf
 FONT_BOLD=/usr/share/fonts/truetype/dejavu/DejaVuSans-Bold.ttf
@@ -397,6 +397,34 @@ MAP
       "wms_title"         "Shaded relief"
       "wms_srs"           "$LAYER_SRS"
       "wms_extent"        "-180 -90 180 90"
+    END
+  END
+
+  # ------------------------------------------------------------- mosaic
+  # 50,000 small overlapping blobs, each filled with its own colour (the
+  # colour column, "#rrggbb"), antialiased: a dense thematic map with
+  # thousands of colours per tile that no palette holds. Meant to be drawn
+  # opaque (TRANSPARENT=FALSE: the white IMAGECOLOR shows between blobs).
+  LAYER
+    NAME "test:mosaic"
+    TYPE POLYGON
+    STATUS ON
+    DATA "mosaic"
+    PROJECTION
+      "init=epsg:4326"
+    END
+    METADATA
+      "wms_title"         "Mosaic"
+      "wms_srs"           "$LAYER_SRS"
+      "wms_extent"        "$LAYER_EXTENT"
+    END
+    CLASS
+      NAME "Blob"
+      STYLE
+        COLOR [colour]
+        OUTLINECOLOR 40 40 40
+        WIDTH 0.4
+      END
     END
   END
 END

@@ -6,7 +6,8 @@
 //
 //	go run ./upstream/gendata [-seed N] OUTDIR
 //
-// It writes OUTDIR/polygons.csv, OUTDIR/roads.csv and OUTDIR/places.csv,
+// It writes OUTDIR/polygons.csv, OUTDIR/roads.csv, OUTDIR/places.csv and
+// OUTDIR/mosaic.csv,
 // each with a .csvt sidecar giving the column types, and the raster
 // OUTDIR/relief.bil with its header relief.hdr (see relief.go). The output
 // depends only on the seed: the same seed gives byte-identical files.
@@ -20,6 +21,8 @@
 //   - places: points with id, name and population (log-uniform).
 //   - relief: a shaded, tinted elevation raster, 7200 x 3600 RGB pixels of
 //     0.05°, with thousands of colours per tile (relief.go).
+//   - mosaic: 50,000 small overlapping blobs, a colour each (mosaic.go):
+//     drawn antialiased, thousands of colours per tile.
 //
 // Only the standard library is used.
 package main
@@ -77,6 +80,9 @@ func main() {
 		fatal(err)
 	}
 	if err := writeRelief(out, rand.New(rand.NewPCG(*seed, 4))); err != nil {
+		fatal(err)
+	}
+	if err := writeMosaic(out, rand.New(rand.NewPCG(*seed, 5))); err != nil {
 		fatal(err)
 	}
 }
