@@ -11,7 +11,7 @@ import (
 	"github.com/tilecache/caddy-tilecache/seeder"
 )
 
-// The limits' defaults (README "Limits").
+// The limits' defaults (docs/operations.md, "Limits").
 const (
 	// A seed request is a few hundred bytes.
 	defaultMaxBody = 1 << 20

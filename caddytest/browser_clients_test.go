@@ -9,7 +9,7 @@ import (
 	"github.com/chromedp/chromedp"
 )
 
-// corsLines are the README's lines that let web maps on other origins
+// corsLines are docs/gis-clients.md's lines that let web maps on other origins
 // read the tile services (capabilities with fetch(), tiles into a canvas).
 const corsLines = `
 	@maps path /wms* /wmts* /tms* /xyz*
@@ -17,7 +17,7 @@ const corsLines = `
 
 // clientsConfig is a site with the cache (WMTS and XYZ on, layer test:a in
 // front of f) and the Leaflet pages under /leaflet/, plus a second site on
-// otherPort serving the same pages: another origin. cors puts the README's
+// otherPort serving the same pages: another origin. cors puts docs/gis-clients.md's
 // CORS lines in the cache's site.
 func clientsConfig(t *testing.T, f *fakeWMS, otherPort int, cors bool) string {
 	pages, err := filepath.Abs("testdata/leaflet")
@@ -57,7 +57,7 @@ http://localhost:%d {
 }
 
 // Leaflet 1.9 (L.tileLayer.wms in EPSG:3857 and EPSG:4326, L.tileLayer on
-// XYZ), configured as the README tells its users: every tile comes from
+// XYZ), configured as docs/gis-clients.md tells its users: every tile comes from
 // the cache (none passes it by to the upstream), none fails, and a reload
 // is all hits.
 func TestBrowserLeaflet(t *testing.T) {
@@ -95,7 +95,7 @@ func TestBrowserLeaflet(t *testing.T) {
 }
 
 // A web map on another origin reads the WMTS capabilities and a tile's
-// pixels with the README's CORS lines, and cannot without them.
+// pixels with docs/gis-clients.md's CORS lines, and cannot without them.
 func TestBrowserCrossOriginMap(t *testing.T) {
 	other, err := freePort()
 	if err != nil {

@@ -16,7 +16,7 @@ import (
 	"github.com/tilecache/caddy-tilecache/module/gridset"
 )
 
-// README "Limits": max_tasks pending and running tasks; one more is 429
+// docs/operations.md "Limits": max_tasks pending and running tasks; one more is 429
 // with a one-line message, whatever makes the task (seed, reseed,
 // truncate, mass truncateExtent). truncateLayer is no task: never refused.
 func TestLimitsMaxTasks(t *testing.T) {

@@ -1,7 +1,7 @@
 package caddytest
 
 // GeoWebCache's REST interface for seeding, truncating and mass truncating,
-// as the README documents it, through a real Caddy:
+// as docs/rest.md documents it, through a real Caddy:
 // tile_cache_admin under handle_path /geowebcache/* behind basic_auth, with
 // tile_cache serving the same site's public tiles.
 

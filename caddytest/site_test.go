@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// siteConfig is the one site layout the tests load, as the README's
+// siteConfig is the one site layout the tests load, as docs/rest.md's
 // example has it: the REST interface (optional) under handle_path behind
 // basic_auth, then tile_cache, then reverse_proxy for everything that is
 // not a cached tile.

@@ -175,8 +175,8 @@ func countTiles(t *testing.T, dir string, set store.Set, z int, r gridset.Range)
 		}
 		return n
 	}
-	// <layer>/<gen>/<gridset>/<format>/<params>/<z>/<x>/<y>.<ext>, as the
-	// README documents; only PNG sets are counted here.
+	// <layer>/<gen>/<gridset>/<format>/<params>/<z>/<x>/<y>.<ext>, as
+	// docs/storage.md documents; only PNG sets are counted here.
 	var n int64
 	for _, k := range currentTileKeys(t, dir, set.Layer) {
 		parts := strings.Split(k, "/")

@@ -244,7 +244,7 @@ func clusterRounds(t *testing.T) int {
 const roundsBudget = 8 * time.Minute
 
 // inRounds runs round as subtests round01, round02, …, every other one
-// with a local tier on every node (the README's configuration has one on
+// with a local tier on every node (docs/cluster.md's configuration has one on
 // some nodes).
 func inRounds(t *testing.T, round func(t *testing.T, local bool)) {
 	n := clusterRounds(t)
@@ -323,7 +323,7 @@ func seedSharedExactly(t *testing.T, local bool) {
 // ends DONE with exact counts; every metatile was fetched; a metatile
 // fetched twice was b's first, and there are at most as many as the units
 // b held in the ledger when it died × the metatiles per unit (the
-// README's bound); every tile object is a whole PNG.
+// bound in docs/cluster.md); every tile object is a whole PNG.
 func TestClusterNodeKilledMidSeed(t *testing.T) {
 	inRounds(t, killedMidSeed)
 }
