@@ -40,7 +40,7 @@ type realUpstream struct {
 func realUpstreams() []realUpstream {
 	return []realUpstream{
 		{name: "MapServer", start: mapServer, forward: forwardMapServer,
-			layerError: "msWMSLoadGetMapParams(): WMS server error. Invalid layer(s) given in the LAYERS parameter."},
+			layerError: "LayerNotDefined: msWMSLoadGetMapParams(): WMS server error. Invalid layer(s) given in the LAYERS parameter."},
 		{name: "QGIS", start: qgisServer, forward: forwardQGIS,
 			layerError: "LayerNotDefined: The layer 'test:polygns' does not exist."},
 	}
