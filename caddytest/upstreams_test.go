@@ -35,14 +35,20 @@ type realUpstream struct {
 	// layerError is what it says about a layer it does not know
 	// (test:polygns), in its own words.
 	layerError string
+	// resolution is the GetMap parameter that sets its rendering
+	// resolution: MapServer reads MAP_RESOLUTION, QGIS Server 3.22 DPI
+	// (MAP_RESOLUTION and FORMAT_OPTIONS=dpi:N left its render as it was).
+	resolution string
 }
 
 func realUpstreams() []realUpstream {
 	return []realUpstream{
 		{name: "MapServer", start: mapServer, forward: forwardMapServer,
-			layerError: "LayerNotDefined: msWMSLoadGetMapParams(): WMS server error. Invalid layer(s) given in the LAYERS parameter."},
+			layerError: "LayerNotDefined: msWMSLoadGetMapParams(): WMS server error. Invalid layer(s) given in the LAYERS parameter.",
+			resolution: "MAP_RESOLUTION"},
 		{name: "QGIS", start: qgisServer, forward: forwardQGIS,
-			layerError: "LayerNotDefined: The layer 'test:polygns' does not exist."},
+			layerError: "LayerNotDefined: The layer 'test:polygns' does not exist.",
+			resolution: "DPI"},
 	}
 }
 
@@ -450,6 +456,179 @@ func TestRealUpstreamSeededTilesAreTheMetatilesPixels(t *testing.T) {
 			if style == "population" && len(colours) <= 256 {
 				t.Errorf("population style has %d colours: not the >256-colour case", len(colours))
 			}
+		}
+	})
+}
+
+// WMTS in front of the real upstream: capabilities list the layer in both
+// gridsets, and GetTile, KVP and REST, is a MISS with one GetMap, then a
+// HIT, with the very bytes the WMS-C request for the tile gets.
+func TestRealUpstreamWMTS(t *testing.T) {
+	eachUpstream(t, func(t *testing.T, u realUpstream, up string) {
+		cnt := countGetMaps(t, up)
+		load(t, siteConfig{upstream: up, forward: u.forward, tiles: `
+			upstream ` + cnt.URL + `
+			storage ` + storeLines(storageDir(t)) + `
+			timeout 60s
+			layer test:polygons {
+				gridsets EPSG:4326 EPSG:900913
+				param STYLES {
+					default default
+					values default population
+				}
+			}
+			services {
+				wmts /wmts
+			}`}.String())
+		caps := get(t, site("/wmts?SERVICE=WMTS&REQUEST=GetCapabilities&VERSION=1.0.0"))
+		for _, want := range []string{"<ows:Identifier>test:polygons</ows:Identifier>", "<TileMatrixSet>EPSG:4326</TileMatrixSet>",
+			"<TileMatrixSet>EPSG:900913</TileMatrixSet>", "<ows:Identifier>population</ows:Identifier>"} {
+			if caps.status != 200 || !bytes.Contains(caps.body, []byte(want)) {
+				t.Errorf("WMTS capabilities (%d) lack %s", caps.status, want)
+			}
+		}
+		for i, c := range []struct {
+			proto, gs string
+			idx       gridset.Index
+		}{
+			{"wmts-kvp", "EPSG:4326", gridset.Index{X: 9, Y: 2, Z: 3}},
+			{"wmts-rest", "EPSG:900913", gridset.Index{X: 5, Y: 2, Z: 3}},
+		} {
+			u := tileURL(c.proto, "test:polygons", "population", c.gs, c.idx, "png")
+			first := get(t, u)
+			mustTile(t, first, "MISS")
+			if n := len(cnt.getMaps()); n != i+1 {
+				t.Errorf("%s: %d GetMaps in all, want %d", c.proto, n, i+1)
+			}
+			mustTile(t, get(t, u), "HIT")
+			wmsc := get(t, siteURL(tileQuery("test:polygons", c.gs, c.idx, "STYLES", "population")))
+			mustTile(t, wmsc, "HIT")
+			if !bytes.Equal(first.body, wmsc.body) {
+				t.Errorf("%s: GetTile differs from the WMS-C tile", c.proto)
+			}
+		}
+	})
+}
+
+// The resolution parameters clients add (QGIS desktop sends DPI,
+// MAP_RESOLUTION and FORMAT_OPTIONS=dpi:N): as neutral_params they are
+// ignored, and the tile is the same HIT; as a parameter filter (of the
+// parameter the upstream honours) each value is a tile set of its own,
+// rendered by the upstream at that resolution: pixel for pixel its own
+// render with that parameter.
+func TestRealUpstreamDPIParameters(t *testing.T) {
+	eachUpstream(t, func(t *testing.T, u realUpstream, up string) {
+		idx := gridset.Index{X: 9, Y: 5, Z: 3}
+		layer := `
+			layer test:places {
+				gridsets EPSG:4326
+				metatile 1 1
+				%s
+			}`
+		load(t, siteConfig{upstream: up, forward: u.forward, tiles: `
+			upstream ` + up + `
+			storage ` + storeLines(storageDir(t)) + `
+			neutral_params DPI MAP_RESOLUTION FORMAT_OPTIONS
+			` + fmt.Sprintf(layer, "")}.String())
+		plain := get(t, siteURL(tileQuery("test:places", "EPSG:4326", idx)))
+		mustTile(t, plain, "MISS")
+		hidpi := get(t, siteURL(tileQuery("test:places", "EPSG:4326", idx, "DPI", "180", "MAP_RESOLUTION", "180", "FORMAT_OPTIONS", "dpi:180")))
+		mustTile(t, hidpi, "HIT")
+		if !bytes.Equal(plain.body, hidpi.body) {
+			t.Error("neutral DPI parameters: a different tile")
+		}
+
+		load(t, siteConfig{upstream: up, forward: u.forward, tiles: `
+			upstream ` + up + `
+			storage ` + storeLines(storageDir(t)) + `
+			` + fmt.Sprintf(layer, `param `+u.resolution+` {
+					default 72
+					values 72 144
+				}`)}.String())
+		var tiles [2]*image.NRGBA
+		for i, res := range []string{"72", "144"} {
+			q := tileQuery("test:places", "EPSG:4326", idx, u.resolution, res)
+			tiles[i] = toNRGBA(mustTile(t, get(t, siteURL(q)), "MISS"))
+			mustTile(t, get(t, siteURL(q)), "HIT")
+			q.Set("TRANSPARENT", "TRUE")
+			if want := directImage(t, up, q); !bytes.Equal(tiles[i].Pix, want.Pix) {
+				t.Errorf("%s=%s: the tile differs from the upstream's render in %d bytes", u.resolution, res, diffBytes(tiles[i].Pix, want.Pix))
+			}
+		}
+		if bytes.Equal(tiles[0].Pix, tiles[1].Pix) {
+			t.Errorf("%s=144 renders as 72 does: the parameter did not reach the upstream", u.resolution)
+		}
+	})
+}
+
+// A label cut at a tile edge is what users notice first. The places'
+// labels along the edge between two 4×4 metatiles (EPSG:4326 level 4, the
+// edge at lon −45, lat 0…45) are compared with one render of the upstream
+// in which that edge is 512 pixels from any border: in a band of 64 pixels
+// either side of the edge, a pixel is broken when it is label or symbol
+// (alpha ≥ 128) in one image and background (alpha < 32) in the other.
+// Without a gutter, QGIS Server truncates labels at the metatile's border
+// and MapServer (PARTIALS FALSE) drops them, and neither draws what
+// belongs to a point across the border: broken pixels by the hundred.
+// With a gutter of 128 pixels, wider than any label, both metatiles draw
+// every label near the edge whole, in the same place: none. (That takes
+// labels placed the same way whatever else a metatile shows: one position
+// each, drawn even where they overlap; both upstreams' data do so, and
+// docs/upstreams.md says why.)
+func TestRealUpstreamGutterKeepsLabelsWhole(t *testing.T) {
+	const z, band = 4, 64
+	g, _ := gridset.Builtin("EPSG:4326")
+	lo, hi := g.TileBBox(gridset.Index{X: 10, Y: 7, Z: z}), g.TileBBox(gridset.Index{X: 13, Y: 12, Z: z})
+	eachUpstream(t, func(t *testing.T, u realUpstream, up string) {
+		// Tiles x 10…13, y 7…12: the pairs (11, y) | (12, y), y 8…11,
+		// are 256 pixels or more inside it.
+		ref := directImage(t, up, tileQuery("test:places", "EPSG:4326", gridset.Index{}, "TRANSPARENT", "TRUE",
+			"WIDTH", "1024", "HEIGHT", "1536", "BBOX", fmt.Sprintf("%s,%s,%s,%s", fmtF(lo.MinX), fmtF(lo.MinY), fmtF(hi.MaxX), fmtF(hi.MaxY))))
+		broken := map[int]int{}
+		for _, gutter := range []int{0, 128} {
+			load(t, siteConfig{upstream: up, forward: u.forward, tiles: `
+			upstream ` + up + `
+			storage ` + storeLines(storageDir(t)) + `
+			timeout 60s
+			layer test:places {
+				gridsets EPSG:4326
+				metatile 4 4
+				gutter ` + fmt.Sprint(gutter) + `
+			}`}.String())
+			for y := int64(8); y <= 11; y++ {
+				for x := int64(11); x <= 12; x++ {
+					a := get(t, siteURL(tileQuery("test:places", "EPSG:4326", gridset.Index{X: x, Y: y, Z: z})))
+					if a.status != 200 || a.header.Get("Geowebcache-Cache-Result") == "" {
+						t.Fatalf("tile %d/%d: %d %q", x, y, a.status, truncate(a.body))
+					}
+					img, _, err := image.Decode(bytes.NewReader(a.body))
+					if err != nil {
+						t.Fatal(err)
+					}
+					tile := toNRGBA(img)
+					ox, oy := int(x-10)*256, int(12-y)*256 // the tile's place in ref
+					cols := [2]int{0, band}                // tile 12: the band's right half
+					if x == 11 {
+						cols = [2]int{256 - band, 256}
+					}
+					for py := 0; py < 256; py++ {
+						for px := cols[0]; px < cols[1]; px++ {
+							ta := int(tile.Pix[py*tile.Stride+px*4+3])
+							ra := int(ref.Pix[(oy+py)*ref.Stride+(ox+px)*4+3])
+							if (ta >= 128 && ra < 32) || (ra >= 128 && ta < 32) {
+								broken[gutter]++
+							}
+						}
+					}
+				}
+			}
+		}
+		t.Logf("%s: broken pixels along the metatile edge: %d without a gutter, %d with gutter 128", u.name, broken[0], broken[128])
+		if broken[0] < 100 {
+			t.Errorf("without a gutter only %d broken pixels: no label crosses the edge, the test shows nothing", broken[0])
+		}
+		if broken[128] != 0 {
+			t.Errorf("with gutter 128, %d broken pixels along the metatile edge", broken[128])
 		}
 	})
 }
