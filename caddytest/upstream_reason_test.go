@@ -57,6 +57,7 @@ func TestRealUpstreamReasonReachesTheOperator(t *testing.T) {
 			var e map[string]any
 			if json.Unmarshal(sc.Bytes(), &e) == nil && e["msg"] == "metatile fetch failed" && e["layer"] == "typo:polygons" {
 				logged = e
+				t.Logf("%s log line: %s", u.name, sc.Bytes())
 				break
 			}
 		}
