@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # The README's second command: the whole test suite.
-# Installs MapServer for the end-to-end tests, GDAL, OWSLib and QGIS for the
+# Installs MapServer and QGIS Server for the end-to-end tests, GDAL, OWSLib and QGIS for the
 # GIS client tests and Chromium for the browser tests (Debian packages;
 # needs root), then runs every Go test: unit tests, the S3 store against a
 # real MinIO, the caddytest suite in a real Caddy (in-process, and as a
 # process it kills) once per tile store (Badger, S3, S3 with a local
 # tier), three Caddy processes as one cluster (caddytest/cluster: one
 # shared storage directory, MinIO, a fake WMS and MapServer), the
-# end-to-end tests against the real MapServer, and the pages in a
+# end-to-end tests against the real MapServer and QGIS Server, and the pages in a
 # headless browser.
 set -euo pipefail
 cd "$(dirname "$0")"

@@ -23,6 +23,37 @@ type siteConfig struct {
 	// upstream is the WMS URL whose host the reverse_proxy sends the
 	// rest to ("": no reverse_proxy).
 	upstream string
+	// forward is how the proxy tells the upstream the address clients
+	// used, so that its capabilities name this site: each upstream has
+	// its own recipe (docs/upstreams.md). Default MapServer's.
+	forward forwarding
+}
+
+// forwarding is one upstream's forwarded-headers recipe.
+type forwarding int
+
+const (
+	// MapServer: the host and the port apart; it reads X-Forwarded-Port,
+	// and appends its own port to an X-Forwarded-Host that has one.
+	forwardMapServer forwarding = iota
+	// QGIS Server: the host with its port; it ignores X-Forwarded-Port.
+	forwardQGIS
+	// QGIS Server, the whole address of the service in one header,
+	// path included: what it needs under a handle_path prefix.
+	forwardQGISServiceURL
+)
+
+// lines are the recipe's Caddyfile lines inside the site's handle block,
+// with the reverse_proxy to host: exactly what docs/upstreams.md shows.
+func (f forwarding) lines(host string) string {
+	switch f {
+	case forwardQGIS:
+		return "reverse_proxy " + host + " {\n\theader_up X-Forwarded-Host {hostport}\n}"
+	case forwardQGISServiceURL:
+		return "reverse_proxy " + host + " {\n\theader_up X-Qgis-Service-Url {scheme}://{hostport}{http.request.orig_uri.path}\n}"
+	}
+	return "map {http.request.scheme}:{http.request.port} {forwarded_port} {\n\thttp: 80\n\thttps: 443\n\tdefault {http.request.port}\n}\n" +
+		"reverse_proxy " + host + " {\n\theader_up X-Forwarded-Host {host}\n\theader_up X-Forwarded-Port {forwarded_port}\n}"
 }
 
 func (s siteConfig) String() string {
@@ -47,13 +78,8 @@ func (s siteConfig) String() string {
 	b.WriteString(open)
 	fmt.Fprintf(&b, "\t\ttile_cache {\n\t\t\t%s\n\t\t}\n", indent(s.tiles, 3))
 	if s.upstream != "" {
-		// As Caddyfile.example proxies: the forwarded host and port apart,
-		// so that MapServer's capabilities name this site.
 		u, _ := url.Parse(s.upstream)
-		fmt.Fprintf(&b, "\t\tmap {http.request.scheme}:{http.request.port} {forwarded_port} {\n"+
-			"\t\t\thttp: 80\n\t\t\thttps: 443\n\t\t\tdefault {http.request.port}\n\t\t}\n"+
-			"\t\treverse_proxy %s {\n\t\t\theader_up X-Forwarded-Host {host}\n"+
-			"\t\t\theader_up X-Forwarded-Port {forwarded_port}\n\t\t}\n", u.Host)
+		fmt.Fprintf(&b, "\t\t%s\n", indentAll(s.forward.lines(u.Host), 2))
 	}
 	b.WriteString("\t}\n}\n")
 	return b.String()
@@ -66,6 +92,12 @@ func indent(s string, depth int) string {
 		lines[i] = strings.Repeat("\t", depth) + strings.TrimLeft(lines[i], "\t ")
 	}
 	return strings.Join(lines, "\n")
+}
+
+// indentAll puts every line after the first at the given depth of tabs,
+// keeping the tabs the lines have.
+func indentAll(s string, depth int) string {
+	return strings.ReplaceAll(s, "\n", "\n"+strings.Repeat("\t", depth))
 }
 
 func ptr(s string) *string { return &s }

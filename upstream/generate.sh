@@ -331,7 +331,13 @@ MAP
   END
 
   # ------------------------------------------------------------- places
-  # Points labelled with their name (DejaVu Sans); one WMS style.
+  # Points labelled with their name (DejaVu Sans); one WMS style. Each
+  # label has one position (right of its point) and is drawn whatever it
+  # overlaps (FORCE): with POSITION AUTO, MapServer put a label near a
+  # metatile's edge on another side of its point than the neighbouring
+  # metatile did (each sees other labels around it), and the tile cache
+  # showed a piece of it cut at the edge however wide the gutter. QGIS
+  # Server's project places its labels the same way (upstream/qgis/).
   LAYER
     NAME "test:places"
     TYPE POINT
@@ -358,7 +364,8 @@ MAP
         COLOR 20 20 20
         OUTLINECOLOR 255 255 255
         OUTLINEWIDTH 2
-        POSITION AUTO
+        POSITION CR
+        FORCE TRUE
         PARTIALS FALSE
         BUFFER 2
       END
@@ -372,7 +379,8 @@ MAP
         COLOR 40 40 40
         OUTLINECOLOR 255 255 255
         OUTLINEWIDTH 2
-        POSITION AUTO
+        POSITION CR
+        FORCE TRUE
         PARTIALS FALSE
         BUFFER 2
       END

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Usage: upstream/install.sh
 #
-# Installs, from Debian packages only, what the real upstream WMS needs:
+# Installs, from Debian packages only, what the two real upstream WMSs need:
 #   cgi-mapserver     the mapserv CGI/FastCGI binary (MapServer 8)
 #   mapserver-bin     shptree and the other MapServer utilities
 #   gdal-bin          ogr2ogr (CSV/WKT -> ESRI Shapefile)
@@ -9,6 +9,10 @@
 #   fonts-dejavu-core DejaVu Sans TTF for labels
 #   proj-data         the EPSG definitions (normally pulled in already)
 #   curl              readiness probe in start.sh, manual testing
+#   qgis-server       QGIS Server 3.22 (qgis_mapserv.fcgi, FastCGI behind
+#                     the same lighttpd; upstream/qgis/)
+#   python3-qgis      PyQGIS for Debian's /usr/bin/python3, which writes the
+#                     QGIS project (upstream/qgis/project.py)
 #
 # Non-interactive; while installing, a temporary /usr/sbin/policy-rc.d that
 # exits 101 keeps the packages from starting system services (lighttpd on
@@ -17,7 +21,7 @@
 # returns at once without touching apt.
 set -euo pipefail
 
-PACKAGES=(cgi-mapserver mapserver-bin gdal-bin lighttpd fonts-dejavu-core proj-data curl)
+PACKAGES=(cgi-mapserver mapserver-bin gdal-bin lighttpd fonts-dejavu-core proj-data curl qgis-server python3-qgis)
 
 # True when a Debian package is installed (status "install ok installed").
 pkg_installed() {
@@ -30,7 +34,7 @@ for p in "${PACKAGES[@]}"; do
 	pkg_installed "$p" || missing+=("$p")
 done
 if [[ ${#missing[@]} -eq 0 ]] &&
-	[[ -x /usr/lib/cgi-bin/mapserv ]] &&
+	[[ -x /usr/lib/cgi-bin/mapserv ]] && [[ -x /usr/lib/cgi-bin/qgis_mapserv.fcgi ]] &&
 	command -v shptree >/dev/null && command -v ogr2ogr >/dev/null &&
 	command -v lighttpd >/dev/null && command -v curl >/dev/null; then
 	echo "upstream/install.sh: all packages already installed"

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Usage: upstream/stop.sh DIR
 #
-# Stops the upstream WMS that upstream/start.sh DIR PORT started: the
+# Stops the upstream WMS that upstream/start.sh DIR PORT (MapServer) or
+# upstream/qgis/start.sh DIR PORT (QGIS Server) started: the
 # lighttpd whose pid is in DIR/lighttpd.pid (checked to be the one running
 # with -f DIR/lighttpd.conf; found by that command line if the pid file is
-# gone) and the FastCGI mapserv processes, which lighttpd 1.4
-# leaves running when it exits. Those are found by the pids recorded in
-# DIR/mapserv.pids and by their command line
-# (argv[0] is exactly DIR/mapserv), so only this DIR's processes are hit.
+# gone) and the FastCGI processes, which lighttpd 1.4 leaves running when
+# it exits. Their name is in DIR/backend (qgis_mapserv.fcgi for QGIS
+# Server; mapserv when the file is missing). They are found by the pids
+# recorded in DIR/<backend>.pids and by their command line (argv[0] is
+# exactly DIR/<backend>), so only this DIR's processes are hit.
 # SIGTERM (plus SIGINT for mapserv, see below) first, SIGKILL after 5
 # seconds. Idempotent: with nothing
 # running it only removes stale pid and socket files.
@@ -18,6 +20,8 @@ usage() { echo "usage: $0 DIR" >&2; exit 2; }
 # Absolute, symlinks resolved, as start.sh has it. DIR may be gone (wiped
 # while the server ran): its processes are still found by command line.
 DIR=$(realpath -m -- "$1")
+BACKEND=$(cat "$DIR/backend" 2>/dev/null || echo mapserv)
+[[ $BACKEND =~ ^[A-Za-z0-9_.-]+$ ]] || { echo "stop.sh: bad backend name in $DIR/backend" >&2; exit 1; }
 
 # argv0 PID: the process's argv[0] (empty if gone), without forking.
 argv0() {
@@ -41,7 +45,7 @@ is_our_lighttpd() {
 }
 is_our_mapserv() {
 	[[ $1 =~ ^[0-9]+$ && -r /proc/$1/cmdline ]] || return 1
-	[[ $(argv0 "$1") == "$DIR/mapserv" ]]
+	[[ $(argv0 "$1") == "$DIR/$BACKEND" ]]
 }
 
 # terminate SIGNALS PID...: sends each of the comma-separated SIGNALS to the
@@ -87,8 +91,8 @@ fi
 declare -A seen=()
 MPIDS=()
 add_mapserv() { if [[ -z ${seen[$1]:-} ]] && is_our_mapserv "$1"; then seen[$1]=1; MPIDS+=("$1"); fi; }
-if [[ -f $DIR/mapserv.pids ]]; then
-	while read -r p; do if [[ -n $p ]]; then add_mapserv "$p"; fi; done <"$DIR/mapserv.pids"
+if [[ -f $DIR/$BACKEND.pids ]]; then
+	while read -r p; do if [[ -n $p ]]; then add_mapserv "$p"; fi; done <"$DIR/$BACKEND.pids"
 fi
 collect_by_cmdline() {
 	local d
@@ -103,10 +107,11 @@ if [[ -n $LPID ]]; then
 	collect_by_cmdline
 fi
 if ((${#MPIDS[@]})); then
-	echo "stop.sh: stopping mapserv ${MPIDS[*]}"
+	echo "stop.sh: stopping $BACKEND ${MPIDS[*]}"
 	# MapServer 8 in FastCGI mode only sets a flag on SIGTERM and exits
 	# after its next request, so an idle one blocked in accept() would stay.
-	# It does not catch SIGINT, which ends it at once.
+	# It does not catch SIGINT, which ends it at once. QGIS Server ends
+	# on either.
 	terminate TERM,INT "${MPIDS[@]}"
 fi
 [[ -n $LPID || ${#MPIDS[@]} -gt 0 ]] || echo "stop.sh: nothing running for $DIR"
@@ -114,5 +119,5 @@ fi
 # ---- stale files: pid files and the FastCGI sockets (lighttpd would
 # otherwise try to reuse them).
 [[ -d $DIR ]] || exit 0
-SOCK=$(cat "$DIR/socket" 2>/dev/null || echo "$DIR/mapserv.sock")
-rm -f "$DIR/lighttpd.pid" "$DIR/mapserv.pids" "$SOCK" "$SOCK"-[0-9]*
+SOCK=$(cat "$DIR/socket" 2>/dev/null || echo "$DIR/$BACKEND.sock")
+rm -f "$DIR/lighttpd.pid" "$DIR/$BACKEND.pids" "$SOCK" "$SOCK"-[0-9]*

@@ -22,6 +22,7 @@ import (
 	"github.com/tilecache/caddy-tilecache/module/cluster"
 	"github.com/tilecache/caddy-tilecache/module/gridset"
 	"github.com/tilecache/caddy-tilecache/module/imaging"
+	"github.com/tilecache/caddy-tilecache/module/ogc"
 	"github.com/tilecache/caddy-tilecache/module/params"
 	"github.com/tilecache/caddy-tilecache/module/store"
 )
@@ -487,14 +488,61 @@ func (f *fetcher) fetchBody(m *MetaRequest, fl *flight) (_ []byte, _ string, err
 		down = true
 		return nil, "", f.transportError(ctx, "reading GetMap answer", err)
 	}
+	contentType := resp.Header.Get("Content-Type")
 	if resp.StatusCode != http.StatusOK {
 		down = resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests
-		return nil, "", fmt.Errorf("GetMap answered HTTP %d", resp.StatusCode)
+		err := &answerError{status: resp.StatusCode, reason: ogc.Reason(contentType, body)}
+		putBody(body)
+		return nil, "", err
 	}
 	if len(body) > maxUpstreamBody {
 		return nil, "", errors.New("GetMap answer too large")
 	}
-	return body, resp.Header.Get("Content-Type"), nil
+	if !looksLikeImage(contentType, body) {
+		// A WMS reports a bad request as an exception document, with
+		// HTTP 200 (MapServer) or 400 (QGIS Server): its words, not
+		// only "not an image", are what the operator needs.
+		err := &answerError{status: resp.StatusCode, contentType: contentType, reason: ogc.Reason(contentType, body)}
+		putBody(body)
+		return nil, "", err
+	}
+	return body, contentType, nil
+}
+
+// answerError is a GetMap the upstream answered, but not with an image:
+// an HTTP error status, or a document (an exception report) in place of
+// the image. Its message carries the upstream's own words, one escaped
+// line of bounded length (ogc.Reason), for the 502, the log and a seed
+// task's last error.
+type answerError struct {
+	status      int
+	contentType string // set when the status was 200
+	reason      string // "" when the answer had no text
+}
+
+func (e *answerError) Error() string {
+	msg := fmt.Sprintf("GetMap answered HTTP %d", e.status)
+	if e.status == http.StatusOK {
+		msg += fmt.Sprintf(" with %q, not an image", e.contentType)
+	}
+	if e.reason != "" {
+		msg += ", saying: " + e.reason
+	}
+	return msg
+}
+
+// looksLikeImage tells an image from an exception document before the
+// decoder does: the Content-Type must be an image's, and the body must not
+// be markup (some servers send their exceptions as image/png). Whether it
+// really is a PNG or JPEG of the right size is imaging.Decode's to check.
+func looksLikeImage(contentType string, body []byte) bool {
+	mt, _, _ := strings.Cut(contentType, ";")
+	if !strings.HasPrefix(strings.ToLower(strings.TrimSpace(mt)), "image/") {
+		return false
+	}
+	body = bytes.TrimPrefix(body, []byte("\xef\xbb\xbf"))
+	body = bytes.TrimLeft(body, " \t\r\n")
+	return len(body) == 0 || body[0] != '<'
 }
 
 // readBody reads an answer of at most maxUpstreamBody (+1, to tell a

@@ -266,8 +266,15 @@ func (c *Cache) serveTile(w http.ResponseWriter, r *http.Request, tr *tileReques
 			// The circuit breaker answered without asking the upstream.
 			msg = bo.Error()
 		} else {
-			c.failLog.Error("metatile fetch failed", zap.String("layer", l.Name),
-				zap.Int("z", tr.index.Z), zap.Int64("x", tr.index.X), zap.Int64("y", tr.index.Y), zap.Error(err))
+			fields := []zap.Field{zap.String("layer", l.Name),
+				zap.Int("z", tr.index.Z), zap.Int64("x", tr.index.X), zap.Int64("y", tr.index.Y), zap.Error(err)}
+			var ae *answerError
+			if errors.As(err, &ae) {
+				// Also as fields of their own, for log queries: a typo in
+				// a layer name shows as the upstream's LayerNotDefined.
+				fields = append(fields, zap.Int("upstream_status", ae.status), zap.String("upstream_reason", ae.reason))
+			}
+			c.failLog.Error("metatile fetch failed", fields...)
 		}
 		var bo *BreakerOpenError
 		if errors.As(err, &bo) {
@@ -300,11 +307,18 @@ func clientKey(r *http.Request) string {
 	return r.RemoteAddr
 }
 
-// shortError keeps error text to one short line for a response body.
+// shortError keeps error text to one short line for a response body. The
+// upstream's own words (answerError) are already one line of bounded
+// length: they get room of their own after the cache's message.
 func shortError(err error) string {
 	s := err.Error()
-	if len(s) > 200 {
-		i := 200
+	limit := 200
+	var ae *answerError
+	if errors.As(err, &ae) {
+		limit += len(ae.reason)
+	}
+	if len(s) > limit {
+		i := limit
 		for i > 0 && !utf8.RuneStart(s[i]) {
 			i-- // never cut a character in two
 		}
