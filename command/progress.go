@@ -105,7 +105,7 @@ func barLine(t taskInfo, rate float64, width int, note string) string {
 	// A third of the line, whatever the numbers' length: a bar that
 	// changed size as they grow would jump.
 	barW := min(width/3, 40)
-	if barW < 10 || width-barW-2 < len([]rune(tail)) && width < 60 {
+	if barW < 10 {
 		// A narrow terminal: the numbers matter more than the bar.
 		return truncateRunes(strings.TrimSpace(tail), width)
 	}
