@@ -130,20 +130,26 @@ func runKill(ctx context.Context, c *client, id int64, which, layer string, stdo
 		return err
 	}
 	killed, ok := killedTasks(string(a.body))
-	what := which + " tasks"
-	if which == "all" {
-		what = "running and pending tasks"
-	}
-	if layer != "" {
-		what += " of layer " + layer
+	what := func(n int) string {
+		s := which + " task"
+		if which == "all" {
+			s = "running and pending task"
+		}
+		if n != 1 {
+			s += "s"
+		}
+		if layer != "" {
+			s += " of layer " + layer
+		}
+		return s
 	}
 	switch {
 	case !ok: // another server's page: it said 200, no more
-		fmt.Fprintf(stdout, "%s terminated\n", what)
+		fmt.Fprintf(stdout, "%s terminated\n", what(2))
 	case len(killed) == 0:
-		fmt.Fprintf(stdout, "no %s to terminate\n", what)
+		fmt.Fprintf(stdout, "no %s to terminate\n", what(0))
 	default:
-		fmt.Fprintf(stdout, "terminated %d %s:\n", len(killed), what)
+		fmt.Fprintf(stdout, "terminated %d %s:\n", len(killed), what(len(killed)))
 		for _, k := range killed {
 			fmt.Fprintln(stdout, "  "+k)
 		}
