@@ -102,9 +102,10 @@ func barLine(t taskInfo, rate float64, width int, note string) string {
 	if note != "" {
 		tail += "  " + note
 	}
-	// A third of the line, whatever the numbers' length: a bar that
-	// changed size as they grow would jump.
-	barW := min(width/3, 40)
+	// A third of the line, whatever the numbers' length (a bar that
+	// changed size as they grow would jump), less if the numbers and a
+	// note would not fit beside it.
+	barW := min(width/3, 40, width-len([]rune(tail))-2)
 	if barW < 10 {
 		// A narrow terminal: the numbers matter more than the bar.
 		return truncateRunes(strings.TrimSpace(tail), width)

@@ -2,9 +2,14 @@ package command
 
 import (
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -184,3 +189,32 @@ func TestInterruptLeavesTheTaskRunningAndWaitFollowsIt(t *testing.T) {
 
 // r2 is r without its stdout (the progress printed before an error).
 func r2(r result) result { r.stdout = ""; return r }
+
+// A short outage while a task is followed (Caddy restarting, a proxy's
+// 503): the follower says so and goes on; the task's end decides the exit
+// status.
+func TestWaitRidesOutAShortOutage(t *testing.T) {
+	noTasksLeft(t)
+	var down atomic.Bool
+	target, _ := url.Parse(fmt.Sprintf("http://127.0.0.1:%d", srv.httpPort))
+	rp := httputil.NewSingleHostReverseProxy(target)
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if down.Load() {
+			http.Error(w, "restarting", http.StatusServiceUnavailable)
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	defer proxy.Close()
+	id := submit(t, "reseed", "--layer", "test:slow", "--levels", "0-4", "--threads", "2")
+	p := start(t, cliEnv(t, "TILECACHE_URL="+proxy.URL+"/geowebcache"), "wait", id, "--interval", "100ms")
+	p.waitFor(lineRe, 10*time.Second)
+	down.Store(true)
+	p.waitFor(regexp.MustCompile(`(?m)^\S+ task `+id+`: 503 Service Unavailable: restarting; retrying for up to 1m0s$`), 10*time.Second)
+	time.Sleep(500 * time.Millisecond)
+	down.Store(false)
+	r := p.wait(30 * time.Second)
+	if r.code != 0 || r.stderr != "" || !strings.HasPrefix(lastLine(r.stdout), "task "+id+" (reseed of test:slow) DONE: 682 tiles") {
+		t.Errorf("after the outage:\n%s", r)
+	}
+}
