@@ -112,10 +112,12 @@ func seedCommand(typ string, connect connectFunc) *cobra.Command {
 	c := &cobra.Command{
 		Use:   typ + " --layer <name> --levels <z0-z1> [--gridset <name> | --srs <code>] [--bounds minx,miny,maxx,maxy] [--format <mime>] [--param NAME=VALUE]... [--threads <n>] [--wait]",
 		Short: seedShort[typ],
-		Long: seedShort[typ] + `: submits a ` + typ + ` task to the cache's REST interface
-and prints its id, or with --wait follows it to its end: a progress bar on
-a terminal, a line every --interval otherwise; the exit status says how
-the task ended (0 done, 2 done with failed tiles, 3 aborted or killed).`,
+		Long: seedShort[typ] + `.
+
+Submits a ` + typ + ` task to the cache's REST interface and prints its id;
+with --wait, follows it to its end: a progress bar on a terminal, a line
+every --interval otherwise. The exit status then says how the task
+ended: 0 done, 2 done with failed tiles, 3 aborted or killed.`,
 		Example: "  caddy tile-cache " + typ + " --url https://tiles.example.com/geowebcache --user admin \\\n" +
 			"      --layer topp:states --gridset EPSG:4326 --levels 0-8 --wait",
 		Args: cobra.NoArgs,
@@ -129,10 +131,20 @@ the task ended (0 done, 2 done with failed tiles, 3 aborted or killed).`,
 	f.StringVar(&o.format, "format", "", "tile format, e.g. image/png (default: the layer's first)")
 	f.StringArrayVar(&o.params, "param", nil, "parameter filter value NAME=VALUE, e.g. STYLES=population (repeatable)")
 	f.IntVar(&o.threads, "threads", 0, "workers the task may use at once (default 1; truncate uses 1)")
-	f.IntVar(&o.retries, "retries", -1, "retries of a failed metatile (default: the server's)")
-	f.IntVar(&o.maxFailures, "max-failures", -1, "failed attempts after which the task is aborted (default: the server's)")
+	f.IntVar(&o.retries, "retries", 0, "retries of a failed metatile (default: the server's)")
+	f.IntVar(&o.maxFailures, "max-failures", 0, "failed attempts after which the task is aborted (default: the server's)")
 	addWaitFlags(c, w, true)
 	c.RunE = runE(func(cmd *cobra.Command, _ []string) error {
+		// Not given: the server's defaults (tile_cache_admin's retry_count, max_failures).
+		if o.retries < 0 || o.maxFailures < 0 {
+			return usage("--retries and --max-failures must not be negative")
+		}
+		if !cmd.Flags().Changed("retries") {
+			o.retries = -1
+		}
+		if !cmd.Flags().Changed("max-failures") {
+			o.maxFailures = -1
+		}
 		if _, err := o.request(typ); err != nil { // flags first: no password prompt for a typo
 			return err
 		}
