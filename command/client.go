@@ -132,8 +132,8 @@ type answer struct {
 
 // do sends one request and reads the answer. A transport failure is
 // ExitUnreachable; an error status is the server's one-line message with
-// its exit status, unless ok lists it.
-func (c *client) do(ctx context.Context, method, path, contentType string, body io.Reader, ok ...int) (answer, error) {
+// its exit status.
+func (c *client) do(ctx context.Context, method, path, contentType string, body io.Reader) (answer, error) {
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
 	if err != nil {
 		return answer{}, usage("%v", err)
@@ -161,12 +161,7 @@ func (c *client) do(ctx context.Context, method, path, contentType string, body 
 	if resp.StatusCode/100 == 2 {
 		return a, nil
 	}
-	for _, s := range ok {
-		if s == resp.StatusCode {
-			return a, nil
-		}
-	}
-	return a, c.statusError(method, a)
+	return a, c.statusError(a)
 }
 
 func hostOf(base string) string {
@@ -198,7 +193,7 @@ func netReason(err error) string {
 // statusError turns an error status into one line: the status, the
 // server's own one-line text/plain message, and a hint where the status
 // alone says little.
-func (c *client) statusError(method string, a answer) error {
+func (c *client) statusError(a answer) error {
 	code := ExitRefused
 	if a.status == http.StatusTooManyRequests || a.status/100 == 5 {
 		code = ExitUnavailable

@@ -251,6 +251,9 @@ func runSeed(ctx context.Context, c *client, typ string, o *seedOptions, w *wait
 		return err
 	}
 	id, err := c.submit(ctx, req)
+	if err != nil && ctx.Err() != nil {
+		return fail(ExitInterrupted, "interrupted before the server answered: the task may have been submitted (caddy tile-cache tasks)")
+	}
 	if err != nil {
 		return err
 	}
