@@ -2,6 +2,8 @@ package command
 
 import (
 	"fmt"
+	"io"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -105,4 +107,28 @@ func TestWaitOnAnUnreachableServerFailsAtOnce(t *testing.T) {
 	closed := freePort()
 	p := start(t, cliEnv(t, fmt.Sprintf("TILECACHE_URL=http://127.0.0.1:%d/geowebcache", closed)), "wait", "1")
 	oneErrorLine(t, p.wait(10*time.Second), 4, fmt.Sprintf("127.0.0.1:%d unreachable", closed))
+}
+
+// On a terminal, a user without a password in the environment or a file
+// is asked for it, without echo.
+func TestPasswordIsAskedForOnATerminal(t *testing.T) {
+	noTasksLeft(t)
+	// An *os.File, handed to script as it is: exec's copying goroutine
+	// for another reader would hold up Wait.
+	in, typed, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer typed.Close()
+	p := startTTYWithInput(t, cliEnv(t, "TILECACHE_PASSWORD="), in, "tasks")
+	in.Close() // script has its own copy
+	p.waitFor(regexp.MustCompile(`Password for admin: $`), 10*time.Second)
+	io.WriteString(typed, adminPass+"\n")
+	r := p.wait(10 * time.Second)
+	if r.code != 0 || !strings.HasSuffix(r.stdout, "no pending or running tasks\r\n") {
+		t.Errorf("with the password typed:\n%q", r.stdout)
+	}
+	if strings.Contains(r.stdout, adminPass) {
+		t.Errorf("the password was echoed:\n%q", r.stdout)
+	}
 }
