@@ -57,7 +57,7 @@ func runTasks(ctx context.Context, c *client, layer string, raw bool, stdout io.
 		return nil
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tLAYER\tTYPE\tSTATE\tLEVELS\tTILES\tDONE\tFAILED\tRATE\tLEFT")
+	fmt.Fprintln(tw, "ID\tLAYER\tTYPE\tSTATE\tLEVELS\tTILES\t%\tFAILED\tRATE\tLEFT")
 	for _, r := range rows {
 		processed, total, remaining, id, status := r[0], r[1], r[2], r[3], r[4]
 		layer, typ, levels, failed, rate, left := "?", "?", "?", "?", "", ""

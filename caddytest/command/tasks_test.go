@@ -34,7 +34,7 @@ func TestTasksListingAndKillByStateAndLayer(t *testing.T) {
 		t.Fatalf("tasks:\n%s", r)
 	}
 	lines := strings.Split(strings.TrimRight(r.stdout, "\n"), "\n")
-	if len(lines) != 4 || !regexp.MustCompile(`^ID +LAYER +TYPE +STATE +LEVELS +TILES +DONE +FAILED +RATE +LEFT$`).MatchString(lines[0]) {
+	if len(lines) != 4 || !regexp.MustCompile(`^ID +LAYER +TYPE +STATE +LEVELS +TILES +% +FAILED +RATE +LEFT$`).MatchString(lines[0]) {
 		t.Fatalf("want a header and 3 rows:\n%s", r.stdout)
 	}
 	rows := []*regexp.Regexp{
