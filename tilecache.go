@@ -8,4 +8,6 @@ import (
 	_ "github.com/tilecache/caddy-tilecache/module/tilecache"
 	// The tile_cache_admin HTTP handler: GeoWebCache's REST interface.
 	_ "github.com/tilecache/caddy-tilecache/admin"
+	// `caddy tile-cache ...`: the command line of the REST interface.
+	_ "github.com/tilecache/caddy-tilecache/command"
 )

@@ -1,0 +1,134 @@
+package command
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Every way a command fails is one line on stderr, nothing on stdout,
+// and an exit status of its own: 1 the command line, 4 no answer, 5 the
+// server refused, 6 the server cannot now.
+func TestFailuresAreOneLineWithTheirExitStatus(t *testing.T) {
+	noTasksLeft(t)
+	closed := freePort() // nobody listens there
+	for _, c := range []struct {
+		name   string
+		env    []string
+		args   []string
+		code   int
+		prefix string
+	}{
+		{"400 with the server's message", nil, []string{"seed", "--layer", "test:a", "--levels", "0-40"},
+			5, "400 Bad Request: zoom levels 0..40 are outside gridset EPSG:4326"},
+		{"400 for a parameter the layer has no filter for", nil, []string{"seed", "--layer", "test:a", "--levels", "0", "--param", "STYLES=x"},
+			5, "400 Bad Request: "},
+		{"401 wrong password", []string{"TILECACHE_PASSWORD=wrong"}, []string{"tasks"},
+			5, "401 Unauthorized (wrong or missing credentials"},
+		{"401 no credentials", []string{"TILECACHE_USER=", "TILECACHE_PASSWORD="}, []string{"tasks"},
+			5, "401 Unauthorized"},
+		{"404 unknown layer", nil, []string{"reseed", "--layer", "test:nope", "--levels", "0-2"},
+			5, "404 Not Found: Unknown layer: test:nope"},
+		{"404 unknown task", nil, []string{"wait", "999999"},
+			5, "404 Not Found: no task 999999"},
+		{"400 mass truncate of an unknown layer", nil, []string{"masstruncate", "--layer", "test:nope"},
+			5, "400 Bad Request: Could not find layer test:nope"},
+		{"503 in front of the cache", []string{"TILECACHE_URL=" + strings.Replace(restBase(), "/geowebcache", "/down", 1)}, []string{"tasks"},
+			6, "503 Service Unavailable: down for maintenance until 22:00"},
+		{"unreachable", []string{fmt.Sprintf("TILECACHE_URL=http://127.0.0.1:%d/geowebcache", closed)}, []string{"seed", "--layer", "test:a", "--levels", "0"},
+			4, fmt.Sprintf("127.0.0.1:%d unreachable: ", closed)},
+		{"no password flag", nil, []string{"tasks", "--password", "x"},
+			1, ""},
+		{"password in --url", []string{"TILECACHE_URL="}, []string{"tasks", "--url", "http://admin:pw@127.0.0.1:1/geowebcache"},
+			1, "no password in --url"},
+		{"no URL", []string{"TILECACHE_URL="}, []string{"tasks"},
+			1, "no URL of the cache's REST interface"},
+		{"no levels", nil, []string{"seed", "--layer", "test:a"},
+			1, "--levels is required"},
+		{"bad bounds", nil, []string{"seed", "--layer", "test:a", "--levels", "0", "--bounds", "1,2,3"},
+			1, "--bounds"},
+		{"unknown subcommand", nil, []string{"sed"},
+			1, `unknown command "sed"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := cli(t, cliEnv(t, c.env...), c.args...)
+			if c.name == "no password flag" {
+				// cobra's own line for a flag that does not exist
+				if r.code != 1 || r.stderr != "Error: unknown flag: --password\n" || r.stdout != "" {
+					t.Errorf("want exit 1 and one line:\n%s", r)
+				}
+				return
+			}
+			oneErrorLine(t, r, c.code, c.prefix)
+		})
+	}
+}
+
+// 429: the second mount has max_tasks 1; while a task runs, it refuses
+// another, and says so in one line with exit 6.
+func TestTooManyTasksIs429AndExitSix(t *testing.T) {
+	noTasksLeft(t)
+	limited := strings.Replace(restBase(), "/geowebcache", "/limited", 1)
+	first := cli(t, cliEnv(t), "reseed", "--layer", "test:slow", "--levels", "0-6")
+	if first.code != 0 || !regexp.MustCompile(`^task \d+ submitted: reseed of test:slow, EPSG:4326 image/png, levels 0-6, 10922 tiles\n$`).MatchString(first.stdout) {
+		t.Fatalf("submitting without --wait:\n%s", first)
+	}
+	r := cli(t, cliEnv(t, "TILECACHE_URL="+limited), "seed", "--layer", "test:a", "--levels", "0-2", "--wait")
+	oneErrorLine(t, r, 6, "429 Too Many Requests: 1 tasks are pending or running")
+}
+
+// The password from a file (its first line), with no TILECACHE_PASSWORD.
+func TestPasswordFile(t *testing.T) {
+	noTasksLeft(t)
+	f := writeFile(t, "pw", adminPass+"\nsecond line ignored\n")
+	r := cli(t, cliEnv(t, "TILECACHE_PASSWORD="), "tasks", "--password-file", f)
+	if r.code != 0 || r.stdout != "no pending or running tasks\n" {
+		t.Errorf("with --password-file:\n%s", r)
+	}
+	r = cli(t, cliEnv(t, "TILECACHE_PASSWORD=", "TILECACHE_PASSWORD_FILE="+f), "tasks")
+	if r.code != 0 {
+		t.Errorf("with TILECACHE_PASSWORD_FILE:\n%s", r)
+	}
+	r = cli(t, cliEnv(t, "TILECACHE_PASSWORD="), "tasks", "--password-file", f+".missing")
+	oneErrorLine(t, r, 1, "--password-file: ")
+	// No password at all and no terminal to ask on: refused before sending.
+	r = cli(t, cliEnv(t, "TILECACHE_PASSWORD="), "tasks")
+	oneErrorLine(t, r, 1, `no password for user "admin"`)
+}
+
+// A server that goes away while a task is followed: the follower waits
+// for it (a restart takes seconds), but not forever; here it is
+// unreachable from the start, which fails at once.
+func TestWaitOnAnUnreachableServerFailsAtOnce(t *testing.T) {
+	closed := freePort()
+	p := start(t, cliEnv(t, fmt.Sprintf("TILECACHE_URL=http://127.0.0.1:%d/geowebcache", closed)), "wait", "1")
+	oneErrorLine(t, p.wait(10*time.Second), 4, fmt.Sprintf("127.0.0.1:%d unreachable", closed))
+}
+
+// On a terminal, a user without a password in the environment or a file
+// is asked for it, without echo.
+func TestPasswordIsAskedForOnATerminal(t *testing.T) {
+	noTasksLeft(t)
+	// An *os.File, handed to script as it is: exec's copying goroutine
+	// for another reader would hold up Wait.
+	in, typed, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer typed.Close()
+	p := startTTYWithInput(t, cliEnv(t, "TILECACHE_PASSWORD="), in, "tasks")
+	in.Close() // script has its own copy
+	p.waitFor(regexp.MustCompile(`Password for admin: $`), 10*time.Second)
+	io.WriteString(typed, adminPass+"\n")
+	r := p.wait(10 * time.Second)
+	if r.code != 0 || !strings.HasSuffix(r.stdout, "no pending or running tasks\r\n") {
+		t.Errorf("with the password typed:\n%q", r.stdout)
+	}
+	if strings.Contains(r.stdout, adminPass) {
+		t.Errorf("the password was echoed:\n%q", r.stdout)
+	}
+}

@@ -1,0 +1,270 @@
+package command
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// seedOptions are the flags of seed, reseed and truncate: the fields of
+// GeoWebCache's seed request.
+type seedOptions struct {
+	layer       string
+	levels      string
+	gridset     string
+	srs         string
+	bounds      string
+	format      string
+	params      []string
+	threads     int
+	retries     int // -1: the server's default
+	maxFailures int // -1: the server's default
+}
+
+// seedRequest is the JSON form of GeoWebCache's seedRequest (decisions.md).
+type seedRequest struct {
+	Name        string      `json:"name"`
+	GridSetID   string      `json:"gridSetId,omitempty"`
+	SRS         *srsNumber  `json:"srs,omitempty"`
+	Bounds      *bounds     `json:"bounds,omitempty"`
+	ZoomStart   int         `json:"zoomStart"`
+	ZoomStop    int         `json:"zoomStop"`
+	Format      string      `json:"format,omitempty"`
+	Type        string      `json:"type"`
+	ThreadCount int         `json:"threadCount,omitempty"`
+	Parameters  *parameters `json:"parameters,omitempty"`
+	RetryCount  *int        `json:"tileFailureRetryCount,omitempty"`
+	MaxFailures *int        `json:"totalFailuresBeforeAborting,omitempty"`
+}
+
+type srsNumber struct {
+	Number int `json:"number"`
+}
+
+type bounds struct {
+	Coords struct {
+		Double []float64 `json:"double"`
+	} `json:"coords"`
+}
+
+type parameters struct {
+	Entry []entry `json:"entry"`
+}
+
+type entry struct {
+	String [2]string `json:"string"`
+}
+
+// request checks the flags and builds the seed request of type typ.
+func (o *seedOptions) request(typ string) (seedRequest, error) {
+	r := seedRequest{Name: strings.TrimSpace(o.layer), Type: typ, Format: o.format, GridSetID: o.gridset}
+	if r.Name == "" {
+		return r, usage("--layer is required")
+	}
+	if o.levels == "" {
+		return r, usage("--levels is required: a zoom level (5) or a range (0-8)")
+	}
+	var err error
+	if r.ZoomStart, r.ZoomStop, err = parseLevels(o.levels); err != nil {
+		return r, err
+	}
+	if o.gridset != "" && o.srs != "" {
+		return r, usage("give --gridset or --srs, not both")
+	}
+	if o.srs != "" {
+		n, err := parseSRS(o.srs)
+		if err != nil {
+			return r, err
+		}
+		r.SRS = &srsNumber{n}
+	}
+	if o.bounds != "" {
+		b, err := parseBounds(o.bounds)
+		if err != nil {
+			return r, err
+		}
+		r.Bounds = &bounds{}
+		r.Bounds.Coords.Double = b
+	}
+	for _, p := range o.params {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok || strings.TrimSpace(k) == "" {
+			return r, usage("--param %q: NAME=VALUE is expected (e.g. STYLES=population)", p)
+		}
+		if r.Parameters == nil {
+			r.Parameters = &parameters{}
+		}
+		r.Parameters.Entry = append(r.Parameters.Entry, entry{[2]string{strings.TrimSpace(k), v}})
+	}
+	if o.threads < 0 {
+		return r, usage("--threads must be at least 1")
+	}
+	r.ThreadCount = o.threads
+	if o.retries >= 0 {
+		r.RetryCount = &o.retries
+	}
+	if o.maxFailures >= 0 {
+		r.MaxFailures = &o.maxFailures
+	}
+	return r, nil
+}
+
+var levelsRe = regexp.MustCompile(`^\s*(\d+)\s*(?:(?:-|\.\.)\s*(\d+)\s*)?$`)
+
+// parseLevels reads "5" or "0-8" (also "0..8").
+func parseLevels(s string) (int, int, error) {
+	m := levelsRe.FindStringSubmatch(s)
+	if m == nil {
+		return 0, 0, usage("--levels %q: a zoom level (5) or a range (0-8) is expected", s)
+	}
+	a, err1 := strconv.Atoi(m[1])
+	b, err2 := a, error(nil)
+	if m[2] != "" {
+		b, err2 = strconv.Atoi(m[2])
+	}
+	if err1 != nil || err2 != nil {
+		return 0, 0, usage("--levels %q: the levels are too large", s)
+	}
+	if a > b {
+		return 0, 0, usage("--levels %q: the first level is above the last", s)
+	}
+	return a, b, nil
+}
+
+// parseSRS reads 3857 or EPSG:3857.
+func parseSRS(s string) (int, error) {
+	t := strings.TrimSpace(s)
+	if len(t) > 5 && strings.EqualFold(t[:5], "EPSG:") {
+		t = t[5:]
+	}
+	n, err := strconv.Atoi(t)
+	if err != nil || n <= 0 {
+		return 0, usage("--srs %q: an EPSG code (3857 or EPSG:3857) is expected", s)
+	}
+	return n, nil
+}
+
+// parseBounds reads minx,miny,maxx,maxy (commas or spaces between).
+func parseBounds(s string) ([]float64, error) {
+	f := strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' })
+	if len(f) != 4 {
+		return nil, usage("--bounds %q: minx,miny,maxx,maxy is expected (in the gridset's units)", s)
+	}
+	out := make([]float64, 4)
+	for i, v := range f {
+		x, err := strconv.ParseFloat(v, 64)
+		if err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
+			return nil, usage("--bounds: %q is not a number", v)
+		}
+		out[i] = x
+	}
+	if out[0] >= out[2] || out[1] >= out[3] {
+		return nil, usage("--bounds %q: minx must be below maxx and miny below maxy", s)
+	}
+	return out, nil
+}
+
+// layerPath is the path segment of a layer, escaped.
+func layerPath(layer string) string { return url.PathEscape(layer) }
+
+var taskIDRe = regexp.MustCompile(`/rest/tasks/(\d+)(?:\.json)?$`)
+
+// submit posts the request and returns the new task's id, read from the
+// Location header (an extension of GeoWebCache's interface this cache has).
+func (c *client) submit(ctx context.Context, r seedRequest) (int64, error) {
+	b, err := json.Marshal(map[string]seedRequest{"seedRequest": r})
+	if err != nil {
+		return 0, err
+	}
+	a, err := c.do(ctx, http.MethodPost, "/rest/seed/"+layerPath(r.Name)+".json", "application/json", bytes.NewReader(b))
+	if err != nil {
+		return 0, err
+	}
+	m := taskIDRe.FindStringSubmatch(a.header.Get("Location"))
+	if m == nil {
+		// A GeoWebCache answers so: the task started, but which one it is
+		// cannot be known, so neither can it be followed.
+		return 0, fail(ExitRefused, "the server accepted the task but did not say which it is (no Location header): is it this tile cache?")
+	}
+	id, _ := strconv.ParseInt(m[1], 10, 64)
+	return id, nil
+}
+
+// taskInfo is the task's own resource, GET rest/tasks/<id>.json
+// (seeder.Info on the server).
+type taskInfo struct {
+	ID          int64      `json:"id"`
+	Layer       string     `json:"layer"`
+	Type        string     `json:"type"`
+	State       string     `json:"state"`
+	Status      int64      `json:"status"`
+	Gridset     string     `json:"gridSetId"`
+	Format      string     `json:"format"`
+	ZoomStart   int        `json:"zoomStart"`
+	ZoomStop    int        `json:"zoomStop"`
+	Threads     int        `json:"threadCount"`
+	Processed   int64      `json:"processed"`
+	Total       int64      `json:"total"`
+	Remaining   int64      `json:"remaining"`
+	FailedTiles int64      `json:"failedTiles"`
+	Failures    int64      `json:"failures"`
+	LastError   string     `json:"lastError"`
+	Reason      string     `json:"abortReason"`
+	TilesPerSec float64    `json:"tilesPerSecond"`
+	Parameters  [][]string `json:"parameters"`
+}
+
+// The task statuses of the REST contract.
+const (
+	statusAborted = -1
+	statusPending = 0
+	statusRunning = 1
+	statusDone    = 2
+)
+
+func (t taskInfo) finished() bool { return t.Status == statusDone || t.Status == statusAborted }
+
+func (c *client) task(ctx context.Context, id int64) (taskInfo, error) {
+	var t taskInfo
+	a, err := c.do(ctx, http.MethodGet, fmt.Sprintf("/rest/tasks/%d.json", id), "", nil)
+	if err != nil {
+		return t, err
+	}
+	if err := json.Unmarshal(a.body, &t); err != nil || t.ID != id {
+		return t, fail(ExitRefused, "task %d: the answer is not a task of this tile cache", id)
+	}
+	return t, nil
+}
+
+// runSeed submits a seed, reseed or truncate task, and follows it with --wait.
+func runSeed(ctx context.Context, c *client, typ string, o *seedOptions, w *waitOptions, stdout, stderr io.Writer) error {
+	req, err := o.request(typ)
+	if err != nil {
+		return err
+	}
+	id, err := c.submit(ctx, req)
+	if err != nil && ctx.Err() != nil {
+		return fail(ExitInterrupted, "interrupted before the server answered: the task may have been submitted (caddy tile-cache tasks)")
+	}
+	if err != nil {
+		return err
+	}
+	if w.wait {
+		return follow(ctx, c, id, w, stdout, stderr)
+	}
+	// The task runs on the server whatever happens here: say which it is.
+	line := fmt.Sprintf("task %d submitted: %s of %s, levels %d-%d", id, strings.ToLower(typ), req.Name, req.ZoomStart, req.ZoomStop)
+	if t, err := c.task(ctx, id); err == nil {
+		line = fmt.Sprintf("task %d submitted: %s of %s, %s %s, levels %d-%d, %d tiles", id, strings.ToLower(t.Type), t.Layer, t.Gridset, t.Format, t.ZoomStart, t.ZoomStop, t.Total)
+	}
+	fmt.Fprintln(stdout, line)
+	return nil
+}
