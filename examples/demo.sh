@@ -15,7 +15,7 @@ UPSTREAM_PORT=18081
 PORT=${TILECACHE_PORT:-8080}
 mkdir -p "$WORK"
 
-bash upstream/install.sh
+bash upstream/install.sh mapserver
 bash upstream/start.sh "$WORK/upstream" "$UPSTREAM_PORT"
 [ -x ./caddy ] || ./xcaddy.sh
 

@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# Usage: upstream/install.sh
+# Usage: upstream/install.sh [mapserver]
+#
+# With "mapserver", only MapServer's packages (the README's first command
+# needs no more); without, both upstreams' (the test suite).
 #
 # Installs, from Debian packages only, what the two real upstream WMSs need:
 #   cgi-mapserver     the mapserv CGI/FastCGI binary (MapServer 8)
@@ -21,7 +24,13 @@
 # returns at once without touching apt.
 set -euo pipefail
 
-PACKAGES=(cgi-mapserver mapserver-bin gdal-bin lighttpd fonts-dejavu-core proj-data curl qgis-server python3-qgis)
+PACKAGES=(cgi-mapserver mapserver-bin gdal-bin lighttpd fonts-dejavu-core proj-data curl)
+QGIS=1
+case ${1:-} in
+mapserver) QGIS=0 ;;
+"") PACKAGES+=(qgis-server python3-qgis) ;;
+*) echo "usage: upstream/install.sh [mapserver]" >&2; exit 2 ;;
+esac
 
 # True when a Debian package is installed (status "install ok installed").
 pkg_installed() {
@@ -34,7 +43,7 @@ for p in "${PACKAGES[@]}"; do
 	pkg_installed "$p" || missing+=("$p")
 done
 if [[ ${#missing[@]} -eq 0 ]] &&
-	[[ -x /usr/lib/cgi-bin/mapserv ]] && [[ -x /usr/lib/cgi-bin/qgis_mapserv.fcgi ]] &&
+	[[ -x /usr/lib/cgi-bin/mapserv ]] && { [[ $QGIS == 0 ]] || [[ -x /usr/lib/cgi-bin/qgis_mapserv.fcgi ]]; } &&
 	command -v shptree >/dev/null && command -v ogr2ogr >/dev/null &&
 	command -v lighttpd >/dev/null && command -v curl >/dev/null; then
 	echo "upstream/install.sh: all packages already installed"
