@@ -18,8 +18,7 @@ import (
 	"time"
 
 	"github.com/tilecache/caddy-tilecache/module/gridset"
-	"github.com/tilecache/caddy-tilecache/upstream/mapservertest"
-	"github.com/tilecache/caddy-tilecache/upstream/qgistest"
+	"github.com/tilecache/caddy-tilecache/upstream/upstreamtest"
 )
 
 // The real upstreams: MapServer and QGIS Server from Debian's packages,
@@ -72,7 +71,7 @@ func mapServer(t *testing.T) string {
 	t.Helper()
 	mapserverOnce.Do(func() {
 		var stop func()
-		mapserverURL, stop, mapserverErr = mapservertest.Start(filepath.Join(storageRoot, "mapserver"))
+		mapserverURL, stop, mapserverErr = upstreamtest.MapServer(filepath.Join(storageRoot, "mapserver"))
 		if mapserverErr == nil {
 			atExit = append(atExit, stop)
 		}
@@ -87,7 +86,7 @@ func qgisServer(t *testing.T) string {
 	t.Helper()
 	qgisOnce.Do(func() {
 		var stop func()
-		qgisURL, stop, qgisErr = qgistest.Start(filepath.Join(storageRoot, "qgis"))
+		qgisURL, stop, qgisErr = upstreamtest.QGIS(filepath.Join(storageRoot, "qgis"))
 		if qgisErr == nil {
 			atExit = append(atExit, stop)
 		}

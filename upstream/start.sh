@@ -37,18 +37,9 @@ for need in "$MAPSERV" "$(command -v lighttpd || echo /usr/sbin/lighttpd)" "$(co
 done
 LIGHTTPD=$(command -v lighttpd)
 
-# True when PID is alive and is the lighttpd started with -f DIR/lighttpd.conf.
-our_lighttpd() {
-	[[ $1 =~ ^[0-9]+$ && -r /proc/$1/cmdline ]] || return 1
-	local -a argv
-	mapfile -d '' -t argv <"/proc/$1/cmdline" 2>/dev/null || return 1
-	[[ ${#argv[@]} -gt 0 && ${argv[0]##*/} == lighttpd ]] || return 1
-	local i
-	for ((i = 1; i + 1 < ${#argv[@]}; i++)); do
-		[[ ${argv[i]} == -f && ${argv[i + 1]} == "$DIR/lighttpd.conf" ]] && return 0
-	done
-	return 1
-}
+NAME=start.sh
+# shellcheck source=upstream/lighttpd.sh
+source "$HERE/lighttpd.sh"
 
 # Answers 200 with a capabilities document?
 caps_ok() {
@@ -57,17 +48,7 @@ caps_ok() {
 	[[ ${body##*$'\n'} == 200 && $body == *WMT_MS_Capabilities* ]]
 }
 
-# Already running for this DIR?
-if [[ -f $DIR/lighttpd.pid ]] && our_lighttpd "$(cat "$DIR/lighttpd.pid")"; then
-	running_port=$(cat "$DIR/port" 2>/dev/null || echo "?")
-	if [[ $running_port == "$PORT" ]] && caps_ok; then
-		echo "start.sh: upstream for $DIR already running at $BASE (lighttpd pid $(cat "$DIR/lighttpd.pid"))"
-		exit 0
-	fi
-	echo "start.sh: an upstream for $DIR is running (port $running_port) but does not answer on $PORT;" \
-		"run upstream/stop.sh $DIR first" >&2
-	exit 1
-fi
+exit_if_running upstream/stop.sh
 
 # Clean up whatever a previous run left (stale pid files, orphaned mapserv
 # still holding the FastCGI sockets, which lighttpd would otherwise reuse
@@ -120,49 +101,6 @@ fastcgi.server = (
 )
 EOF
 
-"$LIGHTTPD" -tt -f "$DIR/lighttpd.conf" >/dev/null || {
-	echo "start.sh: lighttpd rejects $DIR/lighttpd.conf" >&2
-	exit 1
-}
-
-fail() {
-	echo "start.sh: $*" >&2
-	for log in lighttpd-error.log lighttpd-stdout.log mapserv-error.log; do
-		if [[ -s $DIR/$log ]]; then
-			echo "---- $DIR/$log (last 40 lines)" >&2
-			tail -n 40 "$DIR/$log" >&2
-		fi
-	done
-	"$HERE/stop.sh" "$DIR" >&2 || true
-	exit 1
-}
-
-rm -f "$DIR/lighttpd.pid" "$DIR/mapserv.pids"
-echo "$PORT" >"$DIR/port"
-# lighttpd forks into the background itself. Its standard streams go to a
-# file so that it never holds the caller's pipes open.
-"$LIGHTTPD" -f "$DIR/lighttpd.conf" </dev/null >>"$DIR/lighttpd-stdout.log" 2>&1 ||
-	fail "lighttpd did not start (port $PORT in use?)"
-
-# Bounded wait for the pid file and a 200 GetCapabilities.
-deadline=$((SECONDS + TIMEOUT))
-until caps_ok; do
-	if [[ -f $DIR/lighttpd.pid ]] && ! our_lighttpd "$(cat "$DIR/lighttpd.pid")"; then
-		fail "lighttpd exited"
-	fi
-	((SECONDS < deadline)) || fail "no 200 GetCapabilities from $CAPS within ${TIMEOUT}s"
-	sleep 0.2
-done
-[[ -f $DIR/lighttpd.pid ]] || fail "no pid file $DIR/lighttpd.pid"
-LPID=$(cat "$DIR/lighttpd.pid")
-
-# Record the FastCGI processes: those whose argv[0] is DIR/mapserv (stop.sh
-# has killed any older ones, so these are lighttpd's children).
-: >"$DIR/mapserv.pids"
-for d in /proc/[0-9]*; do
-	a0=""
-	IFS= read -r -d '' a0 <"$d/cmdline" 2>/dev/null || true
-	if [[ $a0 == "$DIR/mapserv" ]]; then echo "${d#/proc/}" >>"$DIR/mapserv.pids"; fi
-done
+start_lighttpd mapserv lighttpd-error.log lighttpd-stdout.log mapserv-error.log
 
 echo "start.sh: upstream WMS at $BASE (lighttpd pid $LPID, mapserv pids $(paste -sd' ' "$DIR/mapserv.pids"))"

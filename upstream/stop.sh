@@ -30,19 +30,10 @@ argv0() {
 	printf '%s' "$a0"
 }
 
-# Is PID our lighttpd (a lighttpd whose arguments hold exactly
-# "-f DIR/lighttpd.conf") / one of our mapserv?
-is_our_lighttpd() {
-	[[ $1 =~ ^[0-9]+$ && -r /proc/$1/cmdline ]] || return 1
-	local -a argv
-	mapfile -d '' -t argv <"/proc/$1/cmdline" 2>/dev/null || return 1
-	[[ ${#argv[@]} -gt 0 && ${argv[0]##*/} == lighttpd ]] || return 1
-	local i
-	for ((i = 1; i + 1 < ${#argv[@]}; i++)); do
-		[[ ${argv[i]} == -f && ${argv[i + 1]} == "$DIR/lighttpd.conf" ]] && return 0
-	done
-	return 1
-}
+# shellcheck source=upstream/lighttpd.sh
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lighttpd.sh"
+
+# Is PID one of our FastCGI processes (argv[0] exactly DIR/BACKEND)?
 is_our_mapserv() {
 	[[ $1 =~ ^[0-9]+$ && -r /proc/$1/cmdline ]] || return 1
 	[[ $(argv0 "$1") == "$DIR/$BACKEND" ]]
@@ -78,11 +69,11 @@ terminate() {
 LPID=""
 if [[ -f $DIR/lighttpd.pid ]]; then
 	p=$(cat "$DIR/lighttpd.pid")
-	if is_our_lighttpd "$p"; then LPID=$p; fi
+	if our_lighttpd "$p"; then LPID=$p; fi
 fi
 if [[ -z $LPID ]]; then
 	for d in /proc/[0-9]*; do
-		if is_our_lighttpd "${d#/proc/}"; then LPID=${d#/proc/}; break; fi
+		if our_lighttpd "${d#/proc/}"; then LPID=${d#/proc/}; break; fi
 	done
 fi
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tilecache/caddy-tilecache/upstream/mapservertest"
+	"github.com/tilecache/caddy-tilecache/upstream/upstreamtest"
 )
 
 // The project's MapServer (Debian's, started by upstream/start.sh with the
@@ -21,7 +21,7 @@ func mapServer(t *testing.T) string {
 	t.Helper()
 	mapserverOnce.Do(func() {
 		var stop func()
-		mapserverURL, stop, mapserverErr = mapservertest.Start(filepath.Join(tmpRoot, "mapserver"))
+		mapserverURL, stop, mapserverErr = upstreamtest.MapServer(filepath.Join(tmpRoot, "mapserver"))
 		if mapserverErr == nil {
 			atExit = append(atExit, stop)
 		}

@@ -38,17 +38,9 @@ for need in "$FCGI" "$(command -v lighttpd || echo /usr/sbin/lighttpd)" "$(comma
 done
 LIGHTTPD=$(command -v lighttpd)
 
-our_lighttpd() {
-	[[ $1 =~ ^[0-9]+$ && -r /proc/$1/cmdline ]] || return 1
-	local -a argv
-	mapfile -d '' -t argv <"/proc/$1/cmdline" 2>/dev/null || return 1
-	[[ ${#argv[@]} -gt 0 && ${argv[0]##*/} == lighttpd ]] || return 1
-	local i
-	for ((i = 1; i + 1 < ${#argv[@]}; i++)); do
-		[[ ${argv[i]} == -f && ${argv[i + 1]} == "$DIR/lighttpd.conf" ]] && return 0
-	done
-	return 1
-}
+NAME=qgis/start.sh
+# shellcheck source=upstream/lighttpd.sh
+source "$HERE/../lighttpd.sh"
 
 # A 200 with QGIS Server's WMS 1.3.0 capabilities, which list the layers
 # (a project that failed to load answers an exception instead).
@@ -58,16 +50,7 @@ caps_ok() {
 	[[ ${body##*$'\n'} == 200 && $body == *WMS_Capabilities* && $body == *'<Name>test:places</Name>'* ]]
 }
 
-if [[ -f $DIR/lighttpd.pid ]] && our_lighttpd "$(cat "$DIR/lighttpd.pid")"; then
-	running_port=$(cat "$DIR/port" 2>/dev/null || echo "?")
-	if [[ $running_port == "$PORT" ]] && caps_ok; then
-		echo "qgis/start.sh: QGIS Server for $DIR already running at $BASE (lighttpd pid $(cat "$DIR/lighttpd.pid"))"
-		exit 0
-	fi
-	echo "qgis/start.sh: an upstream for $DIR is running (port $running_port) but does not answer on $PORT;" \
-		"run upstream/qgis/stop.sh $DIR first" >&2
-	exit 1
-fi
+exit_if_running upstream/qgis/stop.sh
 
 # Whatever a previous run left: stale pid files, orphaned FastCGI
 # processes holding the sockets lighttpd would otherwise reuse.
@@ -124,44 +107,6 @@ fastcgi.server = (
 )
 CONF
 
-"$LIGHTTPD" -tt -f "$DIR/lighttpd.conf" >/dev/null || {
-	echo "qgis/start.sh: lighttpd rejects $DIR/lighttpd.conf" >&2
-	exit 1
-}
-
-fail() {
-	echo "qgis/start.sh: $*" >&2
-	for log in lighttpd-error.log lighttpd-stdout.log qgis-server.log; do
-		if [[ -s $DIR/$log ]]; then
-			echo "---- $DIR/$log (last 40 lines)" >&2
-			tail -n 40 "$DIR/$log" >&2
-		fi
-	done
-	"$HERE/../stop.sh" "$DIR" >&2 || true
-	exit 1
-}
-
-rm -f "$DIR/lighttpd.pid" "$DIR/$BACKEND.pids"
-echo "$PORT" >"$DIR/port"
-"$LIGHTTPD" -f "$DIR/lighttpd.conf" </dev/null >>"$DIR/lighttpd-stdout.log" 2>&1 ||
-	fail "lighttpd did not start (port $PORT in use?)"
-
-deadline=$((SECONDS + TIMEOUT))
-until caps_ok; do
-	if [[ -f $DIR/lighttpd.pid ]] && ! our_lighttpd "$(cat "$DIR/lighttpd.pid")"; then
-		fail "lighttpd exited"
-	fi
-	((SECONDS < deadline)) || fail "no 200 GetCapabilities from $CAPS within ${TIMEOUT}s"
-	sleep 0.2
-done
-[[ -f $DIR/lighttpd.pid ]] || fail "no pid file $DIR/lighttpd.pid"
-LPID=$(cat "$DIR/lighttpd.pid")
-
-: >"$DIR/$BACKEND.pids"
-for d in /proc/[0-9]*; do
-	a0=""
-	IFS= read -r -d '' a0 <"$d/cmdline" 2>/dev/null || true
-	if [[ $a0 == "$DIR/$BACKEND" ]]; then echo "${d#/proc/}" >>"$DIR/$BACKEND.pids"; fi
-done
+start_lighttpd "$BACKEND" lighttpd-error.log lighttpd-stdout.log qgis-server.log
 
 echo "qgis/start.sh: QGIS Server WMS at $BASE (lighttpd pid $LPID, $BACKEND pids $(paste -sd' ' "$DIR/$BACKEND.pids"))"
