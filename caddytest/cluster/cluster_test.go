@@ -298,7 +298,7 @@ func seedSharedExactly(t *testing.T, local bool) {
 	}
 	races := 0.0
 	for _, nd := range c.nodes {
-		if l := nd.log.grep("taking over a work unit"); len(l) > 0 {
+		if l := nd.log.Grep("taking over a work unit"); len(l) > 0 {
 			t.Errorf("node %s took over %d work units with no node killed, e.g. %s", nd.name, len(l), l[0])
 		}
 		races += nd.metric("caddy_tile_cache_cluster_list_races_total", "")
@@ -384,7 +384,7 @@ func killedMidSeed(t *testing.T, local bool) {
 		}
 	}
 	for _, nd := range []*node{a, cc} {
-		for _, l := range nd.log.grep("taking over a work unit") {
+		for _, l := range nd.log.Grep("taking over a work unit") {
 			if !strings.Contains(l, bID) {
 				t.Errorf("node %s took over a live node's unit: %s", nd.name, l)
 			}

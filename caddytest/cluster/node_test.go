@@ -8,7 +8,6 @@ import (
 	"image/png"
 	"io"
 	"io/fs"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -26,6 +25,7 @@ import (
 	"github.com/caddyserver/certmagic"
 	"github.com/minio/minio-go/v7"
 
+	"github.com/tilecache/caddy-tilecache/caddytest/proctest"
 	"github.com/tilecache/caddy-tilecache/module/gridset"
 	"github.com/tilecache/caddy-tilecache/module/store/s3store/s3test"
 )
@@ -77,7 +77,7 @@ type node struct {
 	adminPort int
 	dir       string // its own Badger (tasks of its own, local tier)
 	config    string // path of its config file
-	log       *syncBuffer
+	log       *proctest.Output
 	cmd       *exec.Cmd
 	exited    chan struct{}
 }
@@ -114,12 +114,12 @@ func newCluster(t *testing.T, o options) *cluster {
 		if t.Failed() {
 			t.Logf("---- lock files in the shared storage:\n%s", c.locks())
 			for _, nd := range c.nodes {
-				notable := nd.log.grep(`"level":"warn"`, `"level":"error"`, "\terror\t", "\twarn\t", "taking over", "stale")
+				notable := nd.log.Grep(`"level":"warn"`, `"level":"error"`, "\terror\t", "\twarn\t", "taking over", "stale")
 				if len(notable) > 40 {
 					notable = notable[len(notable)-40:]
 				}
 				t.Logf("---- node %s (port %d): warnings, errors, takeovers:\n%s\n---- node %s, last lines:\n%s",
-					nd.name, nd.port, strings.Join(notable, "\n"), nd.name, nd.log.tail(30))
+					nd.name, nd.port, strings.Join(notable, "\n"), nd.name, nd.log.Tail(30))
 			}
 		}
 	})
@@ -316,8 +316,8 @@ func (c *cluster) jsonConfig(nd *node) string {
 func (c *cluster) start(name string) *node {
 	t := c.t
 	t.Helper()
-	nd := &node{t: t, name: name, port: freePort(t), adminPort: freePort(t), dir: filepath.Join(t.TempDir(), "store-"+name),
-		log: &syncBuffer{}, exited: make(chan struct{})}
+	nd := &node{t: t, name: name, port: proctest.FreePort(t), adminPort: proctest.FreePort(t), dir: filepath.Join(t.TempDir(), "store-"+name),
+		log: &proctest.Output{}, exited: make(chan struct{})}
 	var cfg, args string
 	if name == c.opts.jsonNode {
 		cfg, args = c.jsonConfig(nd), "json"
@@ -354,7 +354,7 @@ func (n *node) waitReady() {
 	for time.Now().Before(deadline) {
 		select {
 		case <-n.exited:
-			n.t.Fatalf("node %s exited while starting:\n%s", n.name, n.log.tail(40))
+			n.t.Fatalf("node %s exited while starting:\n%s", n.name, n.log.Tail(40))
 		default:
 		}
 		if resp, err := http.Get(n.url("/")); err == nil {
@@ -363,7 +363,7 @@ func (n *node) waitReady() {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	n.t.Fatalf("node %s did not answer on port %d in 30 s:\n%s", n.name, n.port, n.log.tail(40))
+	n.t.Fatalf("node %s did not answer on port %d in 30 s:\n%s", n.name, n.port, n.log.Tail(40))
 }
 
 // kill ends the process with SIGKILL (a crash) and waits for it.
@@ -373,77 +373,6 @@ func (n *node) kill() {
 	case <-n.exited:
 	case <-time.After(10 * time.Second):
 	}
-}
-
-// freePort is a loopback port nobody listens on, never one it handed out
-// before: the kernel may give a port just closed to the next Listen, and
-// Caddy binds with SO_REUSEPORT, so a node once got the same port for its
-// admin endpoint and its site, and its tiles were answered by the admin
-// API (404).
-func freePort(t *testing.T) int {
-	t.Helper()
-	portsMu.Lock()
-	defer portsMu.Unlock()
-	for range 100 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		if !portsGiven[p] {
-			portsGiven[p] = true
-			return p
-		}
-	}
-	t.Fatal("no loopback port that was not handed out before")
-	return 0
-}
-
-var (
-	portsMu    sync.Mutex
-	portsGiven = map[int]bool{}
-)
-
-// syncBuffer is a process's output, written by its pipe goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// tail is the last n lines.
-func (s *syncBuffer) tail(n int) string {
-	lines := strings.Split(strings.TrimRight(s.String(), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
-// grep returns the lines containing any of the words.
-func (s *syncBuffer) grep(words ...string) []string {
-	var out []string
-	for _, l := range strings.Split(s.String(), "\n") {
-		for _, w := range words {
-			if strings.Contains(l, w) {
-				out = append(out, l)
-				break
-			}
-		}
-	}
-	return out
 }
 
 // ---- HTTP
@@ -805,12 +734,12 @@ var joinedRE = regexp.MustCompile(`"node":"([^"]+)"`)
 // id is the node's id in the cluster, from its "joined the cluster" log line.
 func (n *node) id() string {
 	n.t.Helper()
-	for _, l := range n.log.grep("joined the cluster") {
+	for _, l := range n.log.Grep("joined the cluster") {
 		if m := joinedRE.FindStringSubmatch(l); m != nil {
 			return m[1]
 		}
 	}
-	n.t.Fatalf("node %s logged no cluster id:\n%s", n.name, n.log.tail(20))
+	n.t.Fatalf("node %s logged no cluster id:\n%s", n.name, n.log.Tail(20))
 	return ""
 }
 

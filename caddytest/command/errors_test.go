@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tilecache/caddy-tilecache/caddytest/proctest"
 )
 
 // Every way a command fails is one line on stderr, nothing on stdout,
@@ -15,7 +17,7 @@ import (
 // server refused, 6 the server cannot now.
 func TestFailuresAreOneLineWithTheirExitStatus(t *testing.T) {
 	noTasksLeft(t)
-	closed := freePort() // nobody listens there
+	closed := proctest.FreePort(t) // nobody listens there
 	for _, c := range []struct {
 		name   string
 		env    []string
@@ -104,7 +106,7 @@ func TestPasswordFile(t *testing.T) {
 // for it (a restart takes seconds), but not forever; here it is
 // unreachable from the start, which fails at once.
 func TestWaitOnAnUnreachableServerFailsAtOnce(t *testing.T) {
-	closed := freePort()
+	closed := proctest.FreePort(t)
 	p := start(t, cliEnv(t, fmt.Sprintf("TILECACHE_URL=http://127.0.0.1:%d/geowebcache", closed)), "wait", "1")
 	oneErrorLine(t, p.wait(10*time.Second), 4, fmt.Sprintf("127.0.0.1:%d unreachable", closed))
 }

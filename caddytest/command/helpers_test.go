@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tilecache/caddy-tilecache/caddytest/proctest"
 )
 
 // result is how a subcommand ended.
@@ -59,8 +61,8 @@ func cliEnv(t *testing.T, extra ...string) []string {
 type proc struct {
 	t      *testing.T
 	cmd    *exec.Cmd
-	stdout *syncBuffer
-	stderr *syncBuffer
+	stdout *proctest.Output
+	stderr *proctest.Output
 	done   chan struct{}
 }
 
@@ -98,7 +100,7 @@ func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''
 
 func startCmd(t *testing.T, cmd *exec.Cmd, env []string) *proc {
 	t.Helper()
-	p := &proc{t: t, cmd: cmd, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
+	p := &proc{t: t, cmd: cmd, stdout: &proctest.Output{}, stderr: &proctest.Output{}, done: make(chan struct{})}
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

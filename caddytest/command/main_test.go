@@ -8,24 +8,22 @@
 package command
 
 import (
-	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"flag"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"testing"
 
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/tilecache/caddy-tilecache/caddytest/proctest"
 )
 
 const (
@@ -40,7 +38,7 @@ var (
 	srv      struct {
 		httpPort, httpsPort, adminPort int
 		xdg                            string // Caddy's XDG_DATA_HOME: its local CA is there
-		log                            *syncBuffer
+		log                            *proctest.Output
 	}
 )
 
@@ -157,9 +155,13 @@ func startCaddy() (stop func(), err error) {
 	if err != nil {
 		return nil, err
 	}
-	srv.httpPort, srv.httpsPort, srv.adminPort = freePort(), freePort(), freePort()
+	for _, p := range []*int{&srv.httpPort, &srv.httpsPort, &srv.adminPort} {
+		if *p, err = proctest.Port(); err != nil {
+			return nil, err
+		}
+	}
 	srv.xdg = filepath.Join(tmpRoot, "caddy-data")
-	srv.log = &syncBuffer{}
+	srv.log = &proctest.Output{}
 	cfg := filepath.Join(tmpRoot, "Caddyfile")
 	if err := os.WriteFile(cfg, []byte(caddyfile(string(hash))), 0o600); err != nil {
 		return nil, err
@@ -222,56 +224,4 @@ func restStatus(c *http.Client, u string) (int, error) {
 	}
 	resp.Body.Close()
 	return resp.StatusCode, nil
-}
-
-// freePort is a loopback port nobody listens on, never one handed out
-// before in this run (Caddy binds with SO_REUSEPORT: two of its listeners
-// must not share a port).
-func freePort() int {
-	portsMu.Lock()
-	defer portsMu.Unlock()
-	for {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			panic(err)
-		}
-		p := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		if !portsGiven[p] {
-			portsGiven[p] = true
-			return p
-		}
-	}
-}
-
-var (
-	portsMu    sync.Mutex
-	portsGiven = map[int]bool{}
-)
-
-// syncBuffer is a process's output, written by its pipe goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// tail is the last n lines.
-func (s *syncBuffer) tail(n int) string {
-	lines := strings.Split(strings.TrimRight(s.String(), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
