@@ -1,11 +1,13 @@
 package caddytest
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"net"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,7 +16,6 @@ import (
 	"time"
 
 	"github.com/tilecache/caddy-tilecache/module/gridset"
-	"github.com/tilecache/caddy-tilecache/module/store/s3store"
 )
 
 // A flood of distinct misses from clients that hang up at once, against
@@ -81,7 +82,7 @@ func TestMissFloodLeavesTheCacheUp(t *testing.T) {
 		during bool
 	}
 	var visits []visit
-	var maxGoroutines, maxRSS int
+	var maxGoroutines, maxFetches, maxRSS int
 	var seedAtStart, seedAtEnd int64
 	seedAtStart = task(t, seed).Processed
 	floodEnd := time.Now().Add(floodFor)
@@ -96,6 +97,7 @@ func TestMissFloodLeavesTheCacheUp(t *testing.T) {
 		a := get(t, siteURL(tileQuery("test:a", "EPSG:4326", gridset.Index{X: 4 * (i % 128), Y: 4*(i/128) + 32, Z: 7})))
 		visits = append(visits, visit{a.status, time.Since(start), during})
 		maxGoroutines = max(maxGoroutines, runtime.NumGoroutine())
+		maxFetches = max(maxFetches, goroutinesIn("tilecache.(*fetcher).run"))
 		maxRSS = max(maxRSS, rssMiB(t))
 		time.Sleep(250 * time.Millisecond)
 	}
@@ -115,16 +117,24 @@ func TestMissFloodLeavesTheCacheUp(t *testing.T) {
 	if got := metric(t, "caddy_tile_cache_breaker_opens_total", `cache="`+name+`"`) - opens; got != 0 {
 		t.Errorf("the breaker opened %v times while the upstream was healthy", got)
 	}
-	// Our goroutines: at most upstream_queue + upstream_concurrency
-	// fetches, plus one per open connection (the flood's 48, its server
-	// side, the visitor) and the seeder's; on S3, two per connection to
-	// it, which the store bounds.
-	allowed := 400
-	if onSuiteS3() {
-		allowed += 2 * s3store.MaxConns
+	// The cache's own goroutines: one per metatile fetch, and fetches are
+	// bounded by upstream_queue (16 × 4) waiting plus upstream_concurrency
+	// on the wire plus three in hand per seed thread, and a few refused ones on
+	// their way out. The HTTP server's goroutine per
+	// open connection is Caddy's, bounded by the connections the kernel
+	// lets it accept; on a loaded machine the flood's hung-up connections
+	// pile up there (CI saw 783 more goroutines than at the start), so the
+	// total is checked for a leak once the flood is over, not for a peak.
+	if allowed := 16*4 + 4 + 3*2 + 24; maxFetches > allowed {
+		t.Errorf("%d metatile fetches at once during the flood; the queue bounds them to %d", maxFetches, allowed)
 	}
-	if maxGoroutines > baseGoroutines+allowed {
-		t.Errorf("goroutines rose from %d to %d during the flood", baseGoroutines, maxGoroutines)
+	settled := runtime.NumGoroutine()
+	for deadline := time.Now().Add(10 * time.Second); settled > baseGoroutines+100 && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+		settled = runtime.NumGoroutine()
+	}
+	if settled > baseGoroutines+100 {
+		t.Errorf("goroutines did not come back after the flood: %d before, %d ten seconds after", baseGoroutines, settled)
 	}
 	if maxRSS > baseRSS+300 {
 		t.Errorf("RSS rose from %d MiB to %d MiB during the flood", baseRSS, maxRSS)
@@ -132,8 +142,8 @@ func TestMissFloodLeavesTheCacheUp(t *testing.T) {
 	if seedAtEnd <= seedAtStart {
 		t.Errorf("the seed made no progress during the flood: %d tiles before, %d after", seedAtStart, seedAtEnd)
 	}
-	t.Logf("flood: %d requests in %v; visitor: %d misses, slowest %v; goroutines %d → max %d; RSS %d → max %d MiB; seed %d → %d tiles; upstream GetMaps %d, max %d at once; refused %v",
-		min(sent.Load(), floodRequests), floodFor, len(visits), worst.Round(time.Millisecond), baseGoroutines, maxGoroutines, baseRSS, maxRSS,
+	t.Logf("flood: %d requests in %v; visitor: %d misses, slowest %v; goroutines %d → max %d → %d after (fetches max %d); RSS %d → max %d MiB; seed %d → %d tiles; upstream GetMaps %d, max %d at once; refused %v",
+		min(sent.Load(), floodRequests), floodFor, len(visits), worst.Round(time.Millisecond), baseGoroutines, maxGoroutines, settled, maxFetches, baseRSS, maxRSS,
 		seedAtStart, seedAtEnd, f.getMaps.Load(), f.maxInFlight.Load(),
 		metric(t, "caddy_tile_cache_misses_refused_total", `cache="`+name+`",reason="busy"`))
 	if m := f.maxInFlight.Load(); m > 4 {
@@ -143,6 +153,21 @@ func TestMissFloodLeavesTheCacheUp(t *testing.T) {
 }
 
 // rssMiB is this process's resident memory: Caddy runs in it.
+// goroutinesIn counts the goroutines whose stack holds fn (a function
+// name as the goroutine profile prints it).
+func goroutinesIn(fn string) int {
+	var b bytes.Buffer
+	pprof.Lookup("goroutine").WriteTo(&b, 1)
+	n := 0
+	for _, block := range strings.Split(b.String(), "\n\n") {
+		head, _, _ := strings.Cut(block, " @ ")
+		if c, err := strconv.Atoi(head); err == nil && strings.Contains(block, fn) {
+			n += c
+		}
+	}
+	return n
+}
+
 func rssMiB(t *testing.T) int {
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
