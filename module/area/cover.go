@@ -207,7 +207,10 @@ func interpX(e *edge, y float64) float64 {
 // segment, open where it meets a strip side, so it passes through a column's
 // open interval (a1, a2) iff lo < a2 and hi > a1, whichever its ends are.
 func ends(e *edge, b1, b2 float64) (lo, hi end) {
-	if e.y0 == e.y1 {
+	if e.y0 == e.y1 || e.x0 == e.x1 {
+		// Horizontal: both ends are vertices. Vertical: every point has
+		// x = x0 exactly; common (boxes, tile-aligned shapes), and it spares
+		// the rational tie-break when x0 is a column boundary.
 		return end{x: min(e.x0, e.x1), exact: true}, end{x: max(e.x0, e.x1), exact: true}
 	}
 	bot := end{x: e.x0, exact: true}
