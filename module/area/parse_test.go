@@ -1,0 +1,170 @@
+package area
+
+import (
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+var square = Polygon{{{0, 0}, {4, 0}, {4, 4}, {0, 4}, {0, 0}}}
+var squareWithHole = Polygon{
+	{{0, 0}, {4, 0}, {4, 4}, {0, 4}, {0, 0}},
+	{{1, 1}, {1, 2}, {2, 2}, {2, 1}, {1, 1}},
+}
+
+func TestParseGeoJSONForms(t *testing.T) {
+	poly := `{"type":"Polygon","coordinates":[[[0,0],[4,0],[4,4],[0,4],[0,0]],[[1,1,9],[1,2,9],[2,2,9],[2,1,9],[1,1,9]]]}`
+	multi := `{"type":"MultiPolygon","coordinates":[[[[0,0],[4,0],[4,4],[0,4],[0,0]]],[[[0,0],[4,0],[4,4],[0,4],[0,0]],[[1,1],[1,2],[2,2],[2,1],[1,1]]]]}`
+	for _, c := range []struct {
+		name, in string
+		want     Geometry
+	}{
+		{"Polygon with z ignored", poly, Geometry{squareWithHole}},
+		{"MultiPolygon", multi, Geometry{square, squareWithHole}},
+		{"Feature", `{"type":"Feature","properties":{"n":1},"geometry":` + poly + `}`, Geometry{squareWithHole}},
+		{"FeatureCollection", `{"type":"FeatureCollection","features":[{"type":"Feature","geometry":` + poly + `},{"type":"Feature","geometry":` + multi + `}]}`,
+			Geometry{squareWithHole, square, squareWithHole}},
+	} {
+		g, err := ParseGeoJSON([]byte(c.in), Limits{})
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		if !reflect.DeepEqual(g, c.want) {
+			t.Errorf("%s: got %v, want %v", c.name, g, c.want)
+		}
+	}
+}
+
+func TestParseGeoJSONErrors(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{`{"type":"Polygon","coordinates":[[[0,0],[4,0],[4,4],[0,4],[0,1]]]}`, "polygon 0 ring 0 is not closed: its last position must repeat its first"},
+		{`{"type":"MultiPolygon","coordinates":[[[[0,0],[4,0],[4,4],[0,4],[0,0]]],[[[0,0],[4,0],[4,4],[0,4],[0,0]],[[1,1],[2,2],[1,1]]]]}`, "polygon 1 ring 1 has 3 positions; a ring needs at least 4 (the last repeating the first)"},
+		{`{"type":"Polygon","coordinates":[[[0,0],[4,0],[8,0],[0,0]]]}`, "polygon 0 ring 0 has zero area"},
+		{`{"type":"Polygon","coordinates":[[[0,0],[4,0],[4,4],[0,4],[0,0]]]}`, "geometry has 5 vertices, more than the limit of 4"},
+		{`{"type":"Polygon","coordinates":[[0,0],[4,0]]}`, "GeoJSON: Polygon coordinates must be an array of rings of [x, y] positions"},
+		{`{"type":"Polygon","coordinates":[[[0],[4,0],[4,4],[0,0]]]}`, "GeoJSON: polygon 0 ring 0 position 0 needs at least 2 numbers"},
+		{`{"type":"Polygon"}`, "GeoJSON: Polygon has no coordinates"},
+		{`{"type":"LineString","coordinates":[[0,0],[1,1]]}`, "GeoJSON: geometry type LineString is not supported; want Polygon or MultiPolygon"},
+		{`{"type":"FeatureCollection","features":[{"type":"Feature","geometry":{"type":"Point","coordinates":[0,0]}}]}`, "GeoJSON feature 0: geometry type Point is not supported; want Polygon or MultiPolygon"},
+		{`{"type":"Feature","geometry":null}`, "GeoJSON: Feature has no geometry"},
+		{`{"type":"FeatureCollection","features":[]}`, "empty geometry"},
+		{`{"coordinates":[]}`, `GeoJSON: missing "type"`},
+		{`[1,2]`, "GeoJSON: json: cannot unmarshal array into Go value of type area.geoJSONObject"},
+		{`{"type":"Polygon","coordinates":[[[0,0],[4,0],[4,1e999],[0,0]]]}`, "GeoJSON: Polygon coordinates must be an array of rings of [x, y] positions"},
+	} {
+		lim := Limits{}
+		if strings.Contains(c.want, "limit of 4") {
+			lim.MaxVertices = 4
+		}
+		_, err := ParseGeoJSON([]byte(c.in), lim)
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%s:\n got %v\nwant %s", c.in, err, c.want)
+		}
+	}
+}
+
+func TestParseWKTForms(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		srid int
+		want Geometry
+	}{
+		{"POLYGON((0 0,4 0,4 4,0 4,0 0),(1 1,1 2,2 2,2 1,1 1))", 0, Geometry{squareWithHole}},
+		{"  polygon (\n( 0 0 , 4 0,\t4 4, 0 4, 0 0 ) ) ", 0, Geometry{square}},
+		{"SRID=3857;MultiPolygon(((0 0,4 0,4 4,0 4,0 0)),((0 0,4 0,4 4,0 4,0 0),(1 1,1 2,2 2,2 1,1 1)))", 3857, Geometry{square, squareWithHole}},
+		{"srid=4326; POLYGON Z ((0 0 1,4 0 1,4 4 1,0 4 1,0 0 1))", 4326, Geometry{square}},
+		{"POLYGON((0 0,4e0 0,4 4,0 4,-0 0))", 0, Geometry{{{{0, 0}, {4, 0}, {4, 4}, {0, 4}, {math.Copysign(0, -1), 0}}}}},
+	} {
+		g, srid, err := ParseWKT(c.in, Limits{})
+		if err != nil {
+			t.Errorf("%q: %v", c.in, err)
+			continue
+		}
+		if srid != c.srid || !reflect.DeepEqual(g, c.want) {
+			t.Errorf("%q: got %v srid %d, want %v srid %d", c.in, g, srid, c.want, c.srid)
+		}
+	}
+}
+
+func TestParseWKTErrors(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"POLYGON EMPTY", "WKT: empty geometry"},
+		{"polygon z empty", "WKT: empty geometry"},
+		{"POINT(1 2)", "WKT: geometry type POINT is not supported; want POLYGON or MULTIPOLYGON"},
+		{"", "WKT at offset 0: want POLYGON or MULTIPOLYGON"},
+		{"POLYGON((0 0,4 0,4 4,0 4,0 1))", "polygon 0 ring 0 is not closed: its last position must repeat its first"},
+		{"POLYGON((0 0,4 0,0 0))", "polygon 0 ring 0 has 3 positions; a ring needs at least 4 (the last repeating the first)"},
+		{"POLYGON((0 0,4 0,NaN 4,0 0))", "polygon 0 ring 0 position 2 has a NaN or infinite coordinate"},
+		{"POLYGON((0 0,4 0,4 +Inf,0 0))", "polygon 0 ring 0 position 2 has a NaN or infinite coordinate"},
+		{"POLYGON((0 0,1 1,2 2,0 0))", "polygon 0 ring 0 has zero area"},
+		{"POLYGON((0 0,4 0,4 4,0 0)", "WKT at offset 25: want ')'"},
+		{"POLYGON((0 0,4 0,4 x,0 0))", "WKT at offset 19: want a number"},
+		{"POLYGON((0 0,4 0,4 4,0 0)) x", "WKT at offset 27: unexpected text after the geometry"},
+		{"SRID=abc;POLYGON((0 0,4 0,4 4,0 0))", `WKT: SRID must be a positive integer, not "abc"`},
+		{"MULTIPOLYGON(((0 0,4 0,4 4,0 0)),((0 0,4 0,4 4,0 0)))", "geometry has more than the limit of 5 vertices"},
+	} {
+		lim := Limits{}
+		if strings.Contains(c.want, "limit of 5") {
+			lim.MaxVertices = 5
+		}
+		_, _, err := ParseWKT(c.in, lim)
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%q:\n got %v\nwant %s", c.in, err, c.want)
+		}
+	}
+}
+
+func TestGeometryHelpers(t *testing.T) {
+	g := Geometry{squareWithHole, {{{-1, 2}, {0, 5}, {1, 2}, {-1, 2}}}}
+	if n := g.Vertices(); n != 14 {
+		t.Errorf("Vertices = %d", n)
+	}
+	if b := g.Bounds(); b.MinX != -1 || b.MinY != 0 || b.MaxX != 4 || b.MaxY != 5 {
+		t.Errorf("Bounds = %+v", b)
+	}
+	back, err := ParseGeoJSON(g.GeoJSON(), Limits{})
+	if err != nil || !reflect.DeepEqual(back, g) {
+		t.Errorf("GeoJSON round trip: %v %v\n%s", back, err, g.GeoJSON())
+	}
+}
+
+func TestTransform(t *testing.T) {
+	g := Geometry{{{{10, 50}, {11, 50}, {11, 51}, {10, 50}}}}
+	m, err := g.Transform(4326, 3857)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := m[0][0][0]; math.Abs(p.X-1113194.9079) > 1e-4 || math.Abs(p.Y-6446275.8410) > 1e-4 {
+		t.Errorf("lon 10 lat 50 → %v", p)
+	}
+	back, err := m.Transform(102100, 4326)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, p := range back[0][0] {
+		if q := g[0][0][k]; math.Abs(p.X-q.X) > 1e-9 || math.Abs(p.Y-q.Y) > 1e-9 {
+			t.Errorf("round trip %v → %v", q, p)
+		}
+	}
+	if same, err := g.Transform(900913, 3857); err != nil || &same[0] != &g[0] {
+		t.Errorf("same CRS should be the identity: %v", err)
+	}
+	// Clamping: the poles land on the edge of the square Mercator world.
+	world := Geometry{{{{-180, -90}, {180, -90}, {180, 90}, {-180, 90}, {-180, -90}}}}
+	w, err := world.Transform(4326, 900913)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := w.Bounds(); math.Abs(b.MaxY-20037508.34) > 0.01 || math.Abs(b.MinY+20037508.34) > 0.01 || math.Abs(b.MaxX-20037508.34) > 0.01 {
+		t.Errorf("clamped world bounds %+v", b)
+	}
+	if _, err := (Geometry{{{{0, 86}, {1, 86}, {1, 89}, {0, 86}}}}).Transform(4326, 3857); err == nil ||
+		!strings.HasPrefix(err.Error(), "polygon 0 ring 0 has zero area in EPSG:3857") {
+		t.Errorf("polygon beyond the clamp: %v", err)
+	}
+	if _, err := g.Transform(4326, 2056); err == nil || err.Error() != "cannot convert EPSG:4326 to EPSG:2056" {
+		t.Errorf("unknown pair: %v", err)
+	}
+}
