@@ -164,14 +164,8 @@ func (l *List) check(units, tiles int64) error {
 				if off+pl > len(b) {
 					return fmt.Errorf("unit %d: truncated", nu)
 				}
-				if pl == lay.maskBytes() && cnt != int(lay.slots) {
-					c := 0
-					for _, v := range b[off : off+pl] {
-						c += popcount(uint64(v))
-					}
-					if c != cnt {
-						return fmt.Errorf("unit %d: bitmask holds %d tiles, count says %d", nu, c, cnt)
-					}
+				if err := checkPayload(b[off:off+pl], cnt, int(lay.slots), lay.maskBytes()); err != nil {
+					return fmt.Errorf("unit %d: %v", nu, err)
 				}
 				off += pl
 			}
@@ -188,5 +182,33 @@ func (l *List) check(units, tiles int64) error {
 		return fmt.Errorf("%d units and %d tiles decoded, header says %d and %d", nu, nt, units, tiles)
 	}
 	l.units, l.tiles = nu, nt
+	return nil
+}
+
+// checkPayload makes sure a unit's tiles are inside its metatile, so that
+// a damaged record that passed the CRC by chance cannot name tiles of a
+// neighbouring metatile: slot numbers strictly ascending and below the
+// slot count, or a bitmask with the stated count and no bit past the slots.
+func checkPayload(p []byte, cnt, slots, maskBytes int) error {
+	switch {
+	case cnt == slots:
+	case cnt < maskBytes:
+		for i, s := range p {
+			if int(s) >= slots || (i > 0 && s <= p[i-1]) {
+				return fmt.Errorf("bad tile slot %d", s)
+			}
+		}
+	default:
+		c := 0
+		for i, v := range p {
+			c += popcount(uint64(v))
+			if hi := slots - 8*i; hi < 8 && v>>hi != 0 {
+				return fmt.Errorf("bitmask names a tile outside the metatile")
+			}
+		}
+		if c != cnt {
+			return fmt.Errorf("bitmask holds %d tiles, count says %d", c, cnt)
+		}
+	}
 	return nil
 }

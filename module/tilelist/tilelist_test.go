@@ -473,3 +473,26 @@ func TestMarshalErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckPayload(t *testing.T) {
+	for _, c := range []struct {
+		p              []byte
+		cnt, slots, mb int
+		ok             bool
+	}{
+		{nil, 16, 16, 2, true},
+		{[]byte{3}, 1, 16, 2, true},
+		{[]byte{16}, 1, 16, 2, false},         // slot past the metatile
+		{[]byte{1, 5, 9}, 3, 64, 8, true},     // slots ascending
+		{[]byte{5, 5, 9}, 3, 64, 8, false},    // repeated slot
+		{[]byte{0xff, 0x01}, 9, 9, 2, true},   // full: no payload checked
+		{[]byte{0xff, 0x00}, 8, 9, 2, true},   // bitmask of 8 in 9 slots
+		{[]byte{0x7f, 0x02}, 8, 9, 2, false},  // bit 9 of a 9-slot metatile
+		{[]byte{0x7f, 0x01}, 9, 10, 2, false}, // count mismatch (8 bits set)
+		{[]byte{0x0f, 0x0f, 0x00}, 8, 20, 3, true},
+	} {
+		if err := checkPayload(c.p, c.cnt, c.slots, c.mb); (err == nil) != c.ok {
+			t.Errorf("%v cnt %d slots %d: error %v", c.p, c.cnt, c.slots, err)
+		}
+	}
+}
