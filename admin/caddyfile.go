@@ -36,6 +36,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		max_tasks <n>
 //		max_tiles_per_task <n>
 //		max_param_length <bytes>
+//		max_list_lines <n>
 //		checkpoint_interval <duration>
 //		trusted_origins <origin>...   (may POST from a browser on another origin)
 //	}
@@ -96,6 +97,8 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			h.MaxTilesPerTask, err = strconv.ParseInt(val, 10, 64)
 		case "max_param_length":
 			h.MaxParamLength, err = strconv.Atoi(val)
+		case "max_list_lines":
+			h.MaxListLines, err = strconv.ParseInt(val, 10, 64)
 		case "retry_wait":
 			var dur time.Duration
 			dur, err = caddy.ParseDuration(val)

@@ -54,6 +54,9 @@ type Handler struct {
 	MaxTasks        int   `json:"max_tasks,omitempty"`
 	MaxTilesPerTask int64 `json:"max_tiles_per_task,omitempty"`
 	MaxParamLength  int   `json:"max_param_length,omitempty"`
+	// MaxListLines bounds the lines of a tile list (rest/seed/<layer>/tiles),
+	// else 400. Default 50000000 (about 700 MB of z/x/y lines).
+	MaxListLines int64 `json:"max_list_lines,omitempty"`
 	// TrustedOrigins may send state-changing requests from a browser on
 	// another origin (scheme://host[:port]); every other cross-origin
 	// POST is refused with 403.
@@ -165,6 +168,9 @@ func (h *Handler) setDefaults() {
 	if h.MaxBody == 0 {
 		h.MaxBody = defaultMaxBody
 	}
+	if h.MaxListLines == 0 {
+		h.MaxListLines = defaultMaxListLines
+	}
 	if h.MaxTilesPerTask == 0 {
 		h.MaxTilesPerTask = defaultMaxTilesPerTask
 	}
@@ -199,7 +205,7 @@ func (h *Handler) Cleanup() error {
 
 // route is where a request goes under /rest/.
 type route struct {
-	kind   string // "listing", "seed", "kill", "masstruncate", "task", "layers"
+	kind   string // "listing", "seed", "tilelist", "kill", "masstruncate", "task", "layers"
 	layer  string // "" for all layers
 	format string // "json" or "xml" where the path has one
 	id     int64
@@ -249,6 +255,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 			return h.listing(w, rt)
 		}
 		return h.seed(w, r, rt)
+	case "tilelist":
+		if !allow(w, r, http.MethodPost) {
+			return nil
+		}
+		if !h.knownLayer(w, rt.layer) {
+			return nil
+		}
+		return h.tileList(w, r, rt)
 	case "kill":
 		if !allow(w, r, http.MethodPost) {
 			return nil
@@ -309,6 +323,17 @@ func parsePath(escaped string) (route, bool, error) {
 			return route{}, true, errors.New("no such task")
 		}
 		return route{kind: "task", id: id}, true, nil
+	case strings.HasPrefix(rest, "seed/") && strings.HasSuffix(rest, "/tiles"):
+		// seed/<layer>/tiles: a tile list (an extension, tilelist.go).
+		seg := strings.TrimSuffix(strings.TrimPrefix(rest, "seed/"), "/tiles")
+		name, err := url.PathUnescape(seg)
+		if err != nil || name == "" || strings.ContainsAny(name, "/\x00") {
+			return route{}, true, fmt.Errorf("bad layer name %q", truncated(seg))
+		}
+		if len(name) > maxLayerNameLength {
+			return route{}, true, fmt.Errorf("no such layer: the name is longer than %d bytes", maxLayerNameLength)
+		}
+		return route{kind: "tilelist", layer: name}, true, nil
 	case strings.HasPrefix(rest, "seed/"):
 		seg := strings.TrimPrefix(rest, "seed/")
 		if seg == "" || strings.Contains(seg, "/") {

@@ -13,13 +13,17 @@ import (
 
 // The limits' defaults (docs/operations.md, "Limits").
 const (
-	// A seed request is a few hundred bytes.
-	defaultMaxBody = 1 << 20
+	// A seed request is a few hundred bytes; one with a polygon of
+	// area's 100,000 vertices (its limit) about 4 MB of GeoJSON.
+	defaultMaxBody = 8 << 20
 	// Pending and running tasks of one cache.
 	defaultMaxTasks = 1000
 	// Tiles of one seed or reseed task: 10^8 tiles are days of rendering
 	// and hundreds of GB; EPSG:900913 to level 30 is 1.5·10^18.
 	defaultMaxTilesPerTask = 100_000_000
+	// Lines of a tile list: osm2pgsql's expire lists after a day of
+	// minutely diffs are a few million.
+	defaultMaxListLines = 50_000_000
 	// A parameter's name or value in a seed request, in bytes.
 	defaultMaxParamLength = 1024
 	// A layer name in a path or a mass truncate request, in bytes.
@@ -28,8 +32,8 @@ const (
 
 // validateLimits rejects negative limits (0 is the default).
 func (h *Handler) validateLimits() error {
-	if h.MaxBody < 0 || h.MaxTasks < 0 || h.MaxTilesPerTask < 0 || h.MaxParamLength < 0 {
-		return errors.New("tile_cache_admin: max_body, max_tasks, max_tiles_per_task and max_param_length must not be negative")
+	if h.MaxBody < 0 || h.MaxTasks < 0 || h.MaxTilesPerTask < 0 || h.MaxParamLength < 0 || h.MaxListLines < 0 {
+		return errors.New("tile_cache_admin: max_body, max_tasks, max_tiles_per_task, max_param_length and max_list_lines must not be negative")
 	}
 	return nil
 }
@@ -55,9 +59,9 @@ var submitMu sync.Mutex
 // count, so max_tiles_per_task does not apply to it.
 func (h *Handler) submitLimited(spec seeder.Spec) (t *seeder.Task, status int, msg string, err error) {
 	if spec.Type != seeder.Truncate {
-		var total int64
-		for _, r := range spec.Ranges {
-			total += r.Count()
+		total := spec.Tiles()
+		if spec.AllParams {
+			total *= int64(len(spec.Sets))
 		}
 		if limit := h.MaxTilesPerTask; total > limit {
 			return nil, http.StatusBadRequest, fmt.Sprintf("the task has %d tiles, more than the %d a task may have (max_tiles_per_task): split it by zoom levels or bounds", total, limit), nil

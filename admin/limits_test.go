@@ -13,11 +13,12 @@ func TestLimitOptions(t *testing.T) {
 		max_tasks 7
 		max_tiles_per_task 5000
 		max_param_length 99
+		max_list_lines 12
 	}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.MaxBody != 2048 || h.MaxTasks != 7 || h.MaxTilesPerTask != 5000 || h.MaxParamLength != 99 {
+	if h.MaxBody != 2048 || h.MaxTasks != 7 || h.MaxTilesPerTask != 5000 || h.MaxParamLength != 99 || h.MaxListLines != 12 {
 		t.Errorf("%+v", h)
 	}
 	h.setDefaults() // set values stay
@@ -26,7 +27,7 @@ func TestLimitOptions(t *testing.T) {
 	}
 	var d Handler
 	d.setDefaults()
-	if d.MaxBody != 1<<20 || d.MaxTasks != 1000 || d.MaxTilesPerTask != 100_000_000 || d.MaxParamLength != 1024 ||
+	if d.MaxBody != 8<<20 || d.MaxListLines != 50_000_000 || d.MaxTasks != 1000 || d.MaxTilesPerTask != 100_000_000 || d.MaxParamLength != 1024 ||
 		d.Workers != 2 || d.History != 100 || d.Cache != "default" {
 		t.Errorf("defaults %+v", d)
 	}
@@ -37,13 +38,13 @@ func TestLimitOptions(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"max_body", "max_body x", "max_body 2PB", "max_tasks x", "max_tasks 1 2",
-		"max_tiles_per_task 1.5", "max_param_length -x"} {
+		"max_tiles_per_task 1.5", "max_param_length -x", "max_list_lines 1e6"} {
 		var h Handler
 		if err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser("tile_cache_admin {\n " + bad + "\n}")); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
 	}
-	for _, h := range []Handler{{MaxBody: -1}, {MaxTasks: -1}, {MaxTilesPerTask: -1}, {MaxParamLength: -1}} {
+	for _, h := range []Handler{{MaxBody: -1}, {MaxTasks: -1}, {MaxTilesPerTask: -1}, {MaxParamLength: -1}, {MaxListLines: -1}} {
 		h.Workers, h.History = 1, 1
 		if h.Validate() == nil {
 			t.Errorf("%+v validated", h)

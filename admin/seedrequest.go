@@ -83,6 +83,12 @@ type xmlSeedRequest struct {
 	RetryCount  *string `xml:"tileFailureRetryCount"`
 	RetryWait   *string `xml:"tileFailureRetryWaitTime"`
 	MaxFailures *string `xml:"totalFailuresBeforeAborting"`
+	// Extensions (docs/rest.md): a polygon as WKT or GeoJSON text, its
+	// CRS, a buffer in pixels, every stored parameter set.
+	Geometry    *string `xml:"geometry"`
+	GeometrySRS *string `xml:"geometrySrs"`
+	Buffer      *string `xml:"buffer"`
+	AllParams   *string `xml:"allParameters"`
 }
 
 func parseXMLSeed(body []byte) (seeder.Request, error) {
@@ -138,6 +144,27 @@ func parseXMLSeed(body []byte) (seeder.Request, error) {
 	if x.Bounds != nil {
 		if req.Bounds, err = floats(x.Bounds.Coords.Double); err != nil {
 			return req, err
+		}
+	}
+	if x.Geometry != nil {
+		req.Geometry = []byte(strings.TrimSpace(*x.Geometry))
+		if len(req.Geometry) == 0 {
+			return req, badBody("geometry is empty: a WKT or GeoJSON polygon is expected")
+		}
+	}
+	if x.GeometrySRS != nil {
+		req.GeometrySRS = strings.TrimSpace(*x.GeometrySRS)
+	}
+	if x.Buffer != nil {
+		v, err := strconv.ParseFloat(strings.TrimSpace(*x.Buffer), 64)
+		if err != nil {
+			return req, badBody("buffer must be a number of pixels, not %q", truncated(strings.TrimSpace(*x.Buffer)))
+		}
+		req.Buffer = &v
+	}
+	if x.AllParams != nil {
+		if req.AllParams, err = strconv.ParseBool(strings.TrimSpace(*x.AllParams)); err != nil {
+			return req, badBody("allParameters must be true or false")
 		}
 	}
 	if x.Parameters != nil {
@@ -255,7 +282,49 @@ func parseJSONSeed(body []byte) (seeder.Request, error) {
 			return req, err
 		}
 	}
-	return req, nil
+	return req, jsonExtensions(f, &req)
+}
+
+// jsonExtensions reads the fields GeoWebCache does not have: geometry (a
+// GeoJSON object, or WKT or GeoJSON as a string), geometrySrs, buffer,
+// allParameters.
+func jsonExtensions(f map[string]json.RawMessage, req *seeder.Request) error {
+	if v, ok := f["geometry"]; ok {
+		var text string
+		switch t := bytes.TrimSpace(v); {
+		case len(t) > 0 && t[0] == '{':
+			req.Geometry = t
+		case json.Unmarshal(t, &text) == nil && strings.TrimSpace(text) != "":
+			req.Geometry = []byte(strings.TrimSpace(text))
+		default:
+			return badBody("geometry must be a GeoJSON object, or WKT or GeoJSON in a string")
+		}
+	}
+	if v, ok := f["geometrySrs"]; ok {
+		if err := json.Unmarshal(v, &req.GeometrySRS); err != nil {
+			return badBody("geometrySrs must be a string such as \"EPSG:3857\"")
+		}
+	}
+	if v, ok := f["buffer"]; ok {
+		b, err := jsonFloat(v)
+		if err != nil {
+			return badBody("buffer must be a number of pixels, not %s", truncated(string(v)))
+		}
+		req.Buffer = &b
+	}
+	if v, ok := f["allParameters"]; ok {
+		var b bool
+		var s string
+		switch {
+		case json.Unmarshal(v, &b) == nil:
+		case json.Unmarshal(v, &s) == nil && (s == "true" || s == "false"):
+			b = s == "true"
+		default:
+			return badBody("allParameters must be true or false")
+		}
+		req.AllParams = b
+	}
+	return nil
 }
 
 func jsonInt(name string, v json.RawMessage) (int, error) {

@@ -122,7 +122,7 @@ func (e *Engine) poll(reg *registry) {
 // adoptLocked starts this node's share of a task of the registry; e.mu is held.
 func (e *Engine) adoptLocked(c *tilecache.Cache, reg *registry, r *record) {
 	e.maxID = max(e.maxID, r.ID)
-	t, err := restore(e.ctx, c, r.ID, r.saved)
+	t, err := restore(e.ctx, c, r.ID, r.saved, func() ([]byte, error) { return reg.n.Load(dataKey(r.ID)) })
 	if err != nil {
 		// Its layer is not configured here (yet): the others work on it.
 		if e.byID[r.ID] == nil {
@@ -145,6 +145,17 @@ func (e *Engine) submitShared(reg *registry, t *Task) error {
 	r.saved = t.savedLocked()
 	e.mu.Unlock()
 	r.Checkpoint, r.Processed, r.FailedTiles = 0, 0, 0
+	if t.Spec.dataKind() != "" {
+		// Stored before the record that names it: a node that sees the
+		// task can always read its geometry or list.
+		b, err := t.Spec.encodeData()
+		if err == nil {
+			err = reg.n.Store(dataKey(t.ID), b)
+		}
+		if err != nil {
+			return err
+		}
+	}
 	if err := reg.submit(r); err != nil {
 		return err
 	}
@@ -284,5 +295,15 @@ func (e *Engine) infoShared(reg *registry, id int64) (Info, bool, error) {
 	if err != nil {
 		return Info{}, false, err
 	}
-	return r.info(), true, nil
+	in := r.info()
+	e.mu.Lock()
+	if t, ok := e.byID[id]; ok {
+		t.Spec.extensions(&in) // this node's share has the polygon at hand
+	}
+	e.mu.Unlock()
+	in.Buffer, in.AllParameters = r.Buffer, r.AllParams
+	if r.AllParams {
+		in.ParameterSets = len(r.Sets)
+	}
+	return in, true, nil
 }

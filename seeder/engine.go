@@ -12,7 +12,9 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
+	"github.com/tilecache/caddy-tilecache/module/area"
 	"github.com/tilecache/caddy-tilecache/module/gridset"
+	"github.com/tilecache/caddy-tilecache/module/params"
 	"github.com/tilecache/caddy-tilecache/module/store"
 	"github.com/tilecache/caddy-tilecache/module/tilecache"
 )
@@ -260,26 +262,29 @@ func (e *Engine) Submit(spec Spec) (*Task, error) {
 	}
 	t := newTask(e.ctx, id, c.Store())
 	t.Spec, t.created = spec, time.Now()
-	for _, r := range spec.Ranges {
-		t.Total += r.Count()
-	}
+	t.Total = spec.Tiles()
 	if spec.Type == Truncate {
 		t.Spec.Threads = 1
 		t.Total *= int64(len(spec.Sets))
+	} else if spec.AllParams {
+		t.Total *= int64(len(spec.Sets))
 	}
-	if spec.Type == Truncate {
-		// A truncate deletes whole levels by key range: its cost follows
-		// what is stored, not the range's area (level 21 of EPSG:4326 has
-		// 2^43 tiles). DeleteRange itself stops promptly on a kill.
-		t.iter = newIterator(&t.Spec, wholeLevel, wholeLevel)
-	} else {
-		t.iter = newIterator(&t.Spec, int64(l.MetaWidth), int64(l.MetaHeight))
-	}
+	t.iter = newPlan(&t.Spec, int64(l.MetaWidth), int64(l.MetaHeight))
 	if reg != nil {
 		if err := e.submitShared(reg, t); err != nil {
 			return nil, err
 		}
 		return t, nil
+	}
+	if spec.dataKind() != "" && reg == nil {
+		// Saved once, before the record that names it.
+		b, err := spec.encodeData()
+		if err == nil {
+			err = c.Store().PutTaskData(t.ID, b)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("saving the task's %s: %w", spec.dataKind(), err)
+		}
 	}
 	e.mu.Lock()
 	e.active = append(e.active, t)
@@ -483,31 +488,32 @@ var stopped = outcome{stopped: true}
 // runUnit does one metatile's share of the task, retrying failures.
 // fetched is called once the unit no longer needs the upstream.
 func (e *Engine) runUnit(t *Task, u unit, fetched func()) (outcome, error) {
-	n := u.tiles.Count()
 	c, err := e.current()
 	if err != nil {
 		return stopped, err
 	}
 	if t.Spec.Type == Truncate {
-		// Deleting is local and cheap; a failure here is a store fault.
-		var o outcome
-		for _, set := range t.Spec.Sets {
-			if _, err := c.Store().DeleteRange(set, u.z, u.tiles, t.killed.Load); err != nil {
-				o.failed += n
-				t.failedTiles.Add(n)
-				if err := e.failure(t, err); err != nil {
-					return o, err
-				}
-				continue
-			}
-			if t.killed.Load() || e.ctx.Err() != nil {
-				return stopped, nil // stopped part-way: not counted as done
-			}
-			t.processed.Add(n)
-			o.processed += n
-		}
-		return o, nil
+		return e.truncateUnit(t, c, u)
 	}
+	if !t.Spec.AllParams {
+		return e.seedUnit(t, c, u, t.Spec.Params, fetched)
+	}
+	// Every stored parameter set, one after the other: the metatile is
+	// requested once per set.
+	var sum outcome
+	for _, p := range t.Spec.setParams {
+		o, err := e.seedUnit(t, c, u, p, fetched)
+		sum.processed, sum.failed = sum.processed+o.processed, sum.failed+o.failed
+		if o.stopped || err != nil {
+			return outcome{processed: sum.processed, failed: sum.failed, stopped: o.stopped}, err
+		}
+	}
+	return sum, nil
+}
+
+// seedUnit seeds or reseeds a unit's metatile in one parameter set.
+func (e *Engine) seedUnit(t *Task, c *tilecache.Cache, u unit, p params.Values, fetched func()) (outcome, error) {
+	n := u.size()
 	l, ok := c.Layer(t.Spec.Layer)
 	if !ok {
 		return stopped, fmt.Errorf("layer %q is no longer configured", t.Spec.Layer)
@@ -517,13 +523,13 @@ func (e *Engine) runUnit(t *Task, u unit, fetched func()) (outcome, error) {
 	if !ok1 || !ok2 {
 		return stopped, fmt.Errorf("layer %q no longer has gridset %s and format %s", l.Name, t.Spec.Gridset, t.Spec.Format)
 	}
-	set := store.Set{Layer: l.Name, Gridset: g.Name, Format: f.Name, Params: t.Spec.Params.Hash()}
+	set := store.Set{Layer: l.Name, Gridset: g.Name, Format: f.Name, Params: p.Hash()}
 	first := gridset.Index{X: u.tiles.MinX, Y: u.tiles.MinY, Z: u.z}
 	if t.Spec.Type == Seed && e.allFresh(c, l, set, u) {
 		t.processed.Add(n)
 		return outcome{processed: n}, nil
 	}
-	m, err := l.NewMetaRequest(g, f, t.Spec.Params, first)
+	m, err := l.NewMetaRequest(g, f, p, first)
 	if err != nil {
 		return stopped, err
 	}
@@ -578,6 +584,64 @@ func (e *Engine) runUnit(t *Task, u unit, fetched func()) (outcome, error) {
 	}
 }
 
+// truncateUnit deletes a unit's tiles from every tile set of the task.
+// Deleting is local and cheap; a failure here is a store fault.
+func (e *Engine) truncateUnit(t *Task, c *tilecache.Cache, u unit) (outcome, error) {
+	n := u.size()
+	if t.Spec.cover != nil && u.only == nil {
+		n = t.Spec.cover.Count(u.z, u.tiles) // a whole level of a polygon
+	}
+	var o outcome
+	for _, set := range t.Spec.Sets {
+		if err := e.deleteUnit(c.Store(), set, t, u); err != nil {
+			o.failed += n
+			t.failedTiles.Add(n)
+			if err := e.failure(t, err); err != nil {
+				return o, err
+			}
+			continue
+		}
+		if t.killed.Load() || e.ctx.Err() != nil {
+			return stopped, nil // stopped part-way: not counted as done
+		}
+		t.processed.Add(n)
+		o.processed += n
+	}
+	return o, nil
+}
+
+// deleteUnit deletes the unit's tiles of one set: a box at once, a
+// polygon's level row by row (its spans), a list's tiles run by run.
+func (e *Engine) deleteUnit(st store.Store, set store.Set, t *Task, u unit) error {
+	stop := func() bool { return t.killed.Load() || e.ctx.Err() != nil }
+	if t.Spec.cover == nil || u.only != nil {
+		if u.only == nil {
+			_, err := st.DeleteRange(set, u.z, u.tiles, stop)
+			return err
+		}
+		var err error
+		u.runs(func(y, x0, x1 int64) bool {
+			_, err = st.DeleteRange(set, u.z, gridset.Range{MinX: x0, MinY: y, MaxX: x1, MaxY: y}, stop)
+			return err == nil && !stop()
+		})
+		return err
+	}
+	var spans []area.Span
+	for y := u.tiles.MinY; y <= u.tiles.MaxY && !stop(); y++ {
+		spans = t.Spec.cover.Row(u.z, y, spans[:0])
+		for _, s := range spans {
+			s.MinX, s.MaxX = max(s.MinX, u.tiles.MinX), min(s.MaxX, u.tiles.MaxX)
+			if s.MinX > s.MaxX {
+				continue
+			}
+			if _, err := st.DeleteRange(set, u.z, gridset.Range{MinX: s.MinX, MinY: y, MaxX: s.MaxX, MaxY: y}, stop); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // storeAgain stores a rendered metatile again while the store says it is
 // unavailable (shared storage down, its breaker open), waiting between
 // tries for as long as the task runs and counting no failure: an outage of
@@ -628,12 +692,13 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // allFresh reports whether every tile of the unit is stored and within
 // the layer's server expiry: only then may `seed` skip the metatile.
 func (e *Engine) allFresh(c *tilecache.Cache, l *tilecache.Layer, set store.Set, u unit) bool {
-	keys := make([]store.Key, 0, u.tiles.Count())
-	for y := u.tiles.MinY; y <= u.tiles.MaxY; y++ {
-		for x := u.tiles.MinX; x <= u.tiles.MaxX; x++ {
+	keys := make([]store.Key, 0, u.size())
+	u.runs(func(y, x0, x1 int64) bool {
+		for x := x0; x <= x1; x++ {
 			keys = append(keys, store.Key{Set: set, Z: u.z, X: x, Y: y})
 		}
-	}
+		return true
+	})
 	var notBefore time.Time
 	if l.ServerExpiry > 0 {
 		notBefore = time.Now().Add(-l.ServerExpiry)

@@ -4,14 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/tilecache/caddy-tilecache/module/area"
 	"github.com/tilecache/caddy-tilecache/module/gridset"
 	"github.com/tilecache/caddy-tilecache/module/store"
 	"github.com/tilecache/caddy-tilecache/module/tilecache"
+	"github.com/tilecache/caddy-tilecache/module/tilelist"
 )
 
 // checkpoint is how far a task has certainly got. Its workers finish
@@ -66,6 +69,14 @@ type saved struct {
 	Threads   int
 	Retry     RetryPolicy
 	Sets      []store.Set `json:",omitempty"`
+	AllParams bool        `json:",omitempty"`
+	GeometrySRS int     `json:",omitempty"`
+	Buffer      float64 `json:",omitempty"`
+	// Data says what the task keeps beside its record: "polygon" (its
+	// geometry) or "list" (its tile list), saved once (Tasks.PutTaskData,
+	// or the registry's tasks/<id>/data), since the record is rewritten
+	// at every checkpoint and a geometry or a list never changes.
+	Data string `json:",omitempty"`
 
 	Total       int64
 	State       State
@@ -86,6 +97,7 @@ func (t *Task) savedLocked() saved {
 		Layer: t.Spec.Layer, Gridset: t.Spec.Gridset, Format: t.Spec.Format, Params: t.Spec.Params.Pairs(),
 		Type: t.Spec.Type, ZoomStart: t.Spec.ZoomStart, ZoomStop: t.Spec.ZoomStop, Ranges: t.Spec.Ranges,
 		Bounds: t.Spec.Bounds, Threads: t.Spec.Threads, Retry: t.Spec.Retry, Sets: t.Spec.Sets,
+		AllParams: t.Spec.AllParams, GeometrySRS: t.Spec.GeometrySRS, Buffer: t.Spec.Buffer, Data: t.Spec.dataKind(),
 		Total: t.Total, State: t.state, Failures: t.failures.Load(),
 		Created: t.created, Started: t.started, Finished: t.finished, LastError: t.lastErr, Reason: t.reason,
 	}
@@ -164,7 +176,7 @@ func (e *Engine) loadLocked(c *tilecache.Cache) {
 			stale = append(stale, id)
 			return nil
 		}
-		t, err := restore(e.ctx, c, id, r)
+		t, err := restore(e.ctx, c, id, r, func() ([]byte, error) { return st.TaskData(id) })
 		if err != nil {
 			e.log.Warn("task cannot resume", zap.Int64("task", id), zap.Error(err))
 			t.state, t.reason, t.finished = Aborted, err.Error(), time.Now()
@@ -199,15 +211,17 @@ func (e *Engine) loadLocked(c *tilecache.Cache) {
 }
 
 // restore rebuilds a saved task, against the layer's current
-// configuration (parameter values are normalised again).
-func restore(engine context.Context, c *tilecache.Cache, id int64, r saved) (*Task, error) {
+// configuration (parameter values are normalised again); data reads
+// what the task keeps beside its record.
+func restore(engine context.Context, c *tilecache.Cache, id int64, r saved, data func() ([]byte, error)) (*Task, error) {
 	t := newTask(engine, id, c.Store())
 	t.Total, t.state, t.created, t.started = r.Total, r.State, r.Created, r.Started
 	t.finished, t.lastErr, t.reason = r.Finished, r.LastError, r.Reason
 	t.Spec = Spec{
 		Layer: r.Layer, Gridset: r.Gridset, Format: r.Format, Type: r.Type,
 		ZoomStart: r.ZoomStart, ZoomStop: r.ZoomStop, Ranges: r.Ranges, Bounds: r.Bounds,
-		Threads: r.Threads, Retry: r.Retry, Sets: r.Sets,
+		Threads: r.Threads, Retry: r.Retry, Sets: r.Sets, AllParams: r.AllParams,
+		GeometrySRS: r.GeometrySRS, Buffer: r.Buffer,
 	}
 	t.processed.Store(r.Processed)
 	t.failedTiles.Store(r.FailedTiles)
@@ -226,15 +240,71 @@ func restore(engine context.Context, c *tilecache.Cache, id int64, r saved) (*Ta
 		return t, fmt.Errorf("parameters no longer accepted: %v", err)
 	}
 	t.Spec.Params = p
-	if t.Spec.Type == Truncate {
-		t.iter = newIterator(&t.Spec, wholeLevel, wholeLevel)
-	} else {
-		t.iter = newIterator(&t.Spec, int64(l.MetaWidth), int64(l.MetaHeight))
-	}
-	for range r.Checkpoint { // skip what is certainly done
-		if _, ok := t.iter.next(); !ok {
-			break
+	if r.AllParams && r.Type == Reseed {
+		for _, set := range r.Sets {
+			v, ok, err := setValues(c, l, set)
+			if err == nil && !ok {
+				err = fmt.Errorf("the values of parameter set %s are no longer known", set.Params)
+			}
+			if err != nil {
+				return t, err
+			}
+			t.Spec.setParams = append(t.Spec.setParams, v)
 		}
 	}
+	if r.Data != "" {
+		g, ok := l.Grid(r.Gridset)
+		if !ok {
+			return t, fmt.Errorf("layer %q no longer has gridset %s", r.Layer, r.Gridset)
+		}
+		b, err := data()
+		if err == nil {
+			err = t.Spec.decodeData(r.Data, b, g)
+		}
+		if err != nil {
+			return t, fmt.Errorf("reading its %s: %v", r.Data, err)
+		}
+	}
+	t.iter = newPlan(&t.Spec, int64(l.MetaWidth), int64(l.MetaHeight))
+	t.iter.seek(r.Checkpoint) // skip what is certainly done
 	return t, nil
+}
+
+// dataKind is what the task keeps beside its record ("" for a box).
+func (s *Spec) dataKind() string {
+	switch {
+	case s.List != nil:
+		return "list"
+	case s.Geometry != nil:
+		return "polygon"
+	}
+	return ""
+}
+
+// encodeData is the task's geometry (GeoJSON in the gridset's CRS) or
+// tile list (tilelist's encoding).
+func (s *Spec) encodeData() ([]byte, error) {
+	switch {
+	case s.List != nil:
+		return s.List.MarshalBinary()
+	case s.Geometry != nil:
+		return s.Geometry.GeoJSON(), nil
+	}
+	return nil, nil
+}
+
+func (s *Spec) decodeData(kind string, b []byte, g *tilecache.Grid) error {
+	switch kind {
+	case "list":
+		s.List = new(tilelist.List)
+		return s.List.UnmarshalBinary(b)
+	case "polygon":
+		geom, err := area.ParseGeoJSON(b, area.Limits{MaxVertices: math.MaxInt})
+		if err != nil {
+			return err
+		}
+		s.setGeometry(geom, g)
+		return nil
+	}
+	return fmt.Errorf("unknown kind of task data %q", kind)
 }

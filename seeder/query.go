@@ -172,6 +172,7 @@ func (e *Engine) Info(id int64) (Info, bool, error) {
 		FailedTiles: t.failedTiles.Load(), Failures: t.failures.Load(),
 		LastError: t.lastErr, Reason: t.reason, Created: t.created,
 	}
+	t.Spec.extensions(&in)
 	if !t.started.IsZero() {
 		s := t.started
 		in.Started = &s

@@ -22,6 +22,7 @@ import (
 //	seq                        the last task id handed out (lock "seq")
 //	tasks/<id>/task            an active task: its spec, counts and ledger (lock "tasks/<id>")
 //	tasks/<id>/done/<unit>     a finished work unit's counts, written by its node
+//	tasks/<id>/data            a polygon task's geometry or a tile list task's list, written once
 //	history/<id>               a finished task, until `history` newer ones push it out
 //
 // A task is split into work units, ranges of PerUnit metatiles in the
@@ -78,6 +79,7 @@ func taskKey(id int64) string       { return "tasks/" + strconv.FormatInt(id, 10
 func taskLock(id int64) string      { return "tasks/" + strconv.FormatInt(id, 10) }
 func doneKey(id, unit int64) string { return fmt.Sprintf("tasks/%d/done/%d", id, unit) }
 func historyKey(id int64) string    { return "history/" + strconv.FormatInt(id, 10) }
+func dataKey(id int64) string       { return "tasks/" + strconv.FormatInt(id, 10) + "/data" }
 func (r *record) active() bool      { return r.State == Pending || r.State == Running }
 func (r *record) summary() Summary  { return Summary{r.ID, r.Layer, r.Type, r.State} }
 func unmarshalRecord(b []byte) (*record, error) {

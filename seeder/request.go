@@ -1,14 +1,23 @@
 package seeder
 
 import (
+	"go.uber.org/zap"
+
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"net/url"
+	"strings"
 	"time"
 
+	"github.com/tilecache/caddy-tilecache/module/area"
 	"github.com/tilecache/caddy-tilecache/module/gridset"
+	"github.com/tilecache/caddy-tilecache/module/params"
 	"github.com/tilecache/caddy-tilecache/module/store"
 	"github.com/tilecache/caddy-tilecache/module/tilecache"
+	"github.com/tilecache/caddy-tilecache/module/tilelist"
 )
 
 // Request is a seed request as a client sent it (XML or JSON), before
@@ -28,7 +37,22 @@ type Request struct {
 	RetryCount  *int
 	RetryWaitMS *int64
 	MaxFailures *int64
+
+	// Extensions GeoWebCache clients never send (rest.md of the docs).
+	// Geometry is a polygon area: GeoJSON (an object) or WKT (text).
+	Geometry []byte
+	// GeometrySRS is the CRS of Geometry: "EPSG:4326" when empty (or a
+	// WKT's own SRID=), or the gridset's.
+	GeometrySRS string
+	// Buffer grows the polygon by this many pixels of each level.
+	Buffer *float64
+	// AllParams: a truncate or reseed of every parameter set stored.
+	AllParams bool
 }
+
+// MaxBuffer bounds a polygon's buffer, in pixels: a label is rarely
+// wider, and a larger one is a box anyway.
+const MaxBuffer = 4096
 
 // BadRequest is a request the client must fix: the REST answer is 400
 // with its message.
@@ -116,6 +140,19 @@ func (e *Engine) Resolve(layer string, r Request) (Spec, error) {
 	}
 	s.Bounds = bounds
 	s.Ranges = ranges(g, bounds, zs, ze)
+	if r.Geometry != nil {
+		if err := resolveGeometry(&s, g, r); err != nil {
+			return Spec{}, err
+		}
+	}
+	if r.AllParams {
+		if s.Type == Seed {
+			return Spec{}, bad("allParameters is for truncate and reseed: a seed fills the tiles of one parameter set")
+		}
+		if len(r.Params) > 0 {
+			return Spec{}, bad("allParameters and parameters exclude each other: name one parameter set, or ask for all of them")
+		}
+	}
 	if s.Params, err = l.Params.Normalize(r.Params); err != nil {
 		return Spec{}, bad("%v", err)
 	}
@@ -126,6 +163,17 @@ func (e *Engine) Resolve(layer string, r Request) (Spec, error) {
 	if s.Type == Truncate {
 		s.Threads = 1
 		s.Sets = []store.Set{{Layer: layer, Gridset: g.Name, Format: f.Name, Params: s.Params.Hash()}}
+	}
+	if r.AllParams {
+		var skipped int
+		if s.Sets, s.setParams, skipped, err = storedSets(c, l, g, f.Name, s.Type); err != nil {
+			return Spec{}, err
+		}
+		s.AllParams = true
+		if skipped > 0 {
+			e.log.Info("reseeding every stored parameter set: some sets' values are unknown, they are skipped",
+				zap.String("layer", layer), zap.Int("sets", len(s.Sets)), zap.Int("skipped", skipped))
+		}
 	}
 	if r.RetryCount != nil {
 		s.Retry.Retries = max(0, *r.RetryCount)
@@ -203,4 +251,199 @@ func (e *Engine) ResolveTruncateExtent(layer, gs string, bounds []float64) (Spec
 		Ranges: ranges(g, b, g.MinZoom, g.MaxZoom), Threads: 1,
 		Retry: e.DefaultRetry(), Sets: sets,
 	}, nil
+}
+
+// resolveGeometry reads a request's polygon into s: parsed, converted to
+// the gridset's CRS, checked to meet the gridset, and the task's ranges
+// narrowed to its bounds (grown by the buffer) so that counting visits
+// only the rows it can reach.
+func resolveGeometry(s *Spec, g *tilecache.Grid, r Request) error {
+	var geom area.Geometry
+	var err error
+	srid := 0
+	if text := bytes.TrimSpace(r.Geometry); len(text) > 0 && text[0] == '{' {
+		geom, err = area.ParseGeoJSON(text, area.Limits{})
+	} else {
+		geom, srid, err = area.ParseWKT(string(text), area.Limits{})
+	}
+	if err != nil {
+		return bad("geometry: %v", err)
+	}
+	from := 4326
+	switch {
+	case r.GeometrySRS != "":
+		if from, _, err = gridset.ParseSRS(r.GeometrySRS); err != nil {
+			return bad("geometrySrs: %v", err)
+		}
+	case srid != 0:
+		from = srid
+	}
+	if geom, err = geom.Transform(from, g.SRS); err != nil {
+		return bad("geometry: %v", err)
+	}
+	if r.Buffer != nil {
+		b := *r.Buffer
+		if math.IsNaN(b) || b < 0 || b > MaxBuffer {
+			return bad("buffer must be a number of pixels from 0 to %d", MaxBuffer)
+		}
+		s.Buffer = b
+	}
+	gb := geom.Bounds()
+	if in := gb.Intersect(g.Extent); !(in.MinX < in.MaxX && in.MinY < in.MaxY) {
+		return bad("the geometry lies outside gridset %s (extent %g,%g,%g,%g in EPSG:%d)", g.Name,
+			g.Extent.MinX, g.Extent.MinY, g.Extent.MaxX, g.Extent.MaxY, g.SRS)
+	}
+	s.GeometrySRS = from
+	s.setGeometry(geom, g)
+	for i := range s.Ranges {
+		z := s.ZoomStart + i
+		// A tile is in when its rectangle grown by the buffer overlaps
+		// the polygon; a few hundredths of a tile more absorb Cover's
+		// tolerance at tile edges, and the polygon's count is exact
+		// within whatever range it is given.
+		pad := (s.Buffer + 0.05*float64(max(g.TileWidth, g.TileHeight))) * g.Levels[z].Resolution
+		grown := gridset.BBox{MinX: gb.MinX - pad, MinY: gb.MinY - pad, MaxX: gb.MaxX + pad, MaxY: gb.MaxY + pad}
+		s.Ranges[i] = s.Ranges[i].Intersect(g.Cover(grown)[z])
+	}
+	return nil
+}
+
+// storedSets are the tile sets of the layer stored in g and format: the
+// parameter sets a truncate or reseed of allParameters works on, whatever
+// their values (a filter that lists none, values no longer accepted). A
+// reseed must request each set again: it gets the sets whose values were
+// recorded when they were stored (store.ParamsRecorder) and are still
+// accepted, with those values; the others are skipped (counted).
+func storedSets(c *tilecache.Cache, l *tilecache.Layer, g *tilecache.Grid, format string, typ Type) (sets []store.Set, vals []params.Values, skipped int, err error) {
+	all, err := c.Store().SetsOf(l.Name, g.Name)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	for _, set := range all {
+		if set.Format != format {
+			continue
+		}
+		if typ == Truncate {
+			sets = append(sets, set)
+			continue
+		}
+		v, ok, err := setValues(c, l, set)
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		if !ok {
+			skipped++
+			continue
+		}
+		sets, vals = append(sets, set), append(vals, v)
+	}
+	return sets, vals, skipped, nil
+}
+
+// setValues finds the parameter values of a stored set: the layer's
+// defaults, or what the store recorded, normalised again.
+func setValues(c *tilecache.Cache, l *tilecache.Layer, set store.Set) (params.Values, bool, error) {
+	if def := l.Params.Defaults(); def.Hash() == set.Params {
+		return def, true, nil
+	}
+	rec, ok := c.Store().(store.ParamsRecorder)
+	if !ok {
+		return params.Values{}, false, nil
+	}
+	canonical, ok, err := rec.RecordedParams(set)
+	if err != nil || !ok {
+		return params.Values{}, false, err
+	}
+	q, err := url.ParseQuery(canonical)
+	if err != nil {
+		return params.Values{}, false, nil
+	}
+	raw := make(map[string]string, len(q))
+	for k, v := range q {
+		raw[k] = v[0]
+	}
+	v, err := l.Params.Normalize(raw)
+	if err != nil || v.Hash() != set.Params {
+		return params.Values{}, false, nil // no longer accepted as they were
+	}
+	return v, true, nil
+}
+
+// ListRequest is what a tile list request adds to a seed request's
+// fields (which it takes from the query string).
+type ListRequest struct {
+	// Scheme is how the list counts rows: "xyz" (from the top, as
+	// osm2pgsql, imposm and mod_tile write them; the default) or "tms"
+	// (from the bottom, the gridset's own rows).
+	Scheme string
+	// Parents derives every level from a listed tile's up to this one,
+	// Children down to this one; nil for none.
+	Parents, Children *int
+	// MaxLines bounds the list (0: tilelist's default).
+	MaxLines int64
+}
+
+// ResolveList validates a tile list request for layer: r's layer,
+// gridset, format, type, parameters and retries as for a seed request
+// (its levels and bounds are the list's), and the list itself, read from
+// body as it streams in.
+func (e *Engine) ResolveList(layer string, r Request, lr ListRequest, body io.Reader) (Spec, error) {
+	if r.ZoomStart != nil || r.ZoomStop != nil || r.Bounds != nil || r.Geometry != nil {
+		return Spec{}, bad("a tile list names its tiles: zoomStart, zoomStop, bounds and geometry do not apply (use parents and children for more levels)")
+	}
+	zero := 0
+	r.ZoomStart, r.ZoomStop = &zero, &zero
+	s, err := e.Resolve(layer, r)
+	if err != nil {
+		return Spec{}, err
+	}
+	c, err := e.current()
+	if err != nil {
+		return Spec{}, err
+	}
+	l, _ := c.Layer(layer)
+	g, _ := l.Grid(s.Gridset)
+	opt := tilelist.Options{
+		Gridset: g.Gridset, MetaW: l.MetaWidth, MetaH: l.MetaHeight,
+		Parents: tilelist.None, Children: tilelist.None, MaxLines: lr.MaxLines,
+		Coverage: func(z int) (gridset.Range, bool) {
+			if z < g.MinZoom || z > g.MaxZoom {
+				return gridset.Range{}, false
+			}
+			return g.Coverage[z], true
+		},
+	}
+	switch strings.ToLower(lr.Scheme) {
+	case "", "xyz":
+		opt.Scheme = tilelist.XYZ
+	case "tms":
+		opt.Scheme = tilelist.Native
+	default:
+		return Spec{}, bad("scheme %q is not one of xyz (rows from the top, as osm2pgsql writes them) or tms (rows from the bottom)", lr.Scheme)
+	}
+	last := len(g.Levels) - 1
+	for _, d := range []struct {
+		name string
+		v    *int
+		dst  *int
+	}{{"parents", lr.Parents, &opt.Parents}, {"children", lr.Children, &opt.Children}} {
+		if d.v == nil {
+			continue
+		}
+		if *d.v < 0 || *d.v > last {
+			return Spec{}, bad("%s must be a level of gridset %s (0..%d)", d.name, g.Name, last)
+		}
+		*d.dst = *d.v
+	}
+	list, err := tilelist.Parse(body, opt)
+	if err != nil {
+		return Spec{}, bad("tile list: %v", err)
+	}
+	if list.Tiles()+list.Dropped() == 0 {
+		return Spec{}, bad("empty tile list: one tile per line is expected, as z/x/y or z x y")
+	}
+	s.List = list
+	s.ZoomStart, s.ZoomStop = list.Levels()
+	s.Ranges, s.Bounds = nil, g.Extent
+	return s, nil
 }

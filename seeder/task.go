@@ -5,15 +5,19 @@ package seeder
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/tilecache/caddy-tilecache/module/area"
 	"github.com/tilecache/caddy-tilecache/module/gridset"
 	"github.com/tilecache/caddy-tilecache/module/params"
 	"github.com/tilecache/caddy-tilecache/module/store"
+	"github.com/tilecache/caddy-tilecache/module/tilecache"
+	"github.com/tilecache/caddy-tilecache/module/tilelist"
 )
 
 // Type is what a task does.
@@ -83,9 +87,51 @@ type Spec struct {
 	Threads int
 	Retry   RetryPolicy
 	// Sets are the tile sets a truncate task deletes from: the one named
-	// by Gridset, Format and Params, or, for a mass truncateExtent, every
-	// set the layer has stored in the gridset.
+	// by Gridset, Format and Params, or, for a mass truncateExtent and for
+	// AllParams, every set the layer has stored in the gridset.
 	Sets []store.Set
+	// AllParams: the task works on every parameter set stored when it was
+	// submitted (Sets), not on Params alone.
+	AllParams bool
+	// setParams are the values of each of Sets, for a reseed of AllParams.
+	setParams []params.Values
+
+	// A polygon task's tiles are those of Ranges whose rectangle, grown
+	// by Buffer pixels, overlaps Geometry (in the gridset's CRS), as
+	// cover selects them; GeometrySRS is the CRS it was given in.
+	Geometry    *area.Geometry
+	GeometrySRS int
+	Buffer      float64
+	cover       *area.Cover
+	gridSRS     int
+	// A tile list task's tiles are List's (Ranges is then unused).
+	List *tilelist.List
+}
+
+// setGeometry makes geom (in g's CRS) the task's polygon.
+func (s *Spec) setGeometry(geom area.Geometry, g *tilecache.Grid) {
+	s.Geometry, s.gridSRS = &geom, g.SRS
+	s.cover = area.NewCover(g.Gridset, geom, s.Buffer)
+}
+
+// Tiles is the exact number of tiles of the task's area, in one tile set.
+func (s *Spec) Tiles() int64 {
+	var n int64
+	switch {
+	case s.List != nil:
+		return s.List.Tiles()
+	case s.cover != nil:
+		for i, r := range s.Ranges {
+			if !r.Empty() {
+				n += s.cover.Count(s.ZoomStart+i, r)
+			}
+		}
+	default:
+		for _, r := range s.Ranges {
+			n += r.Count()
+		}
+	}
+	return n
 }
 
 // RetryPolicy says what a task does with a metatile that fails.
@@ -125,7 +171,7 @@ type Task struct {
 	lastErr  string
 	reason   string // why it was aborted
 
-	iter *iterator
+	iter plan
 	cp   checkpoint
 	// cl is this node's share of a clustered task (share.go), which hands
 	// out and counts its metatiles instead of iter and cp; nil otherwise.
@@ -207,6 +253,30 @@ type Info struct {
 	Started     *time.Time  `json:"started,omitempty"`
 	Finished    *time.Time  `json:"finished,omitempty"`
 	TilesPerSec float64     `json:"tilesPerSecond"`
+	// Extensions: a polygon task's area (GeoJSON in EPSG:4326, where the
+	// node answering has it) and buffer, the parameter sets of an
+	// allParameters task, a tile list task's distinct tiles.
+	Geometry      json.RawMessage `json:"geometry,omitempty"`
+	Buffer        float64         `json:"buffer,omitempty"`
+	AllParameters bool            `json:"allParameters,omitempty"`
+	ParameterSets int             `json:"parameterSets,omitempty"`
+	ListTiles     int64           `json:"listTiles,omitempty"`
+}
+
+// extensions fills in Info's extensions from the spec.
+func (s *Spec) extensions(in *Info) {
+	in.Buffer, in.AllParameters = s.Buffer, s.AllParams
+	if s.AllParams {
+		in.ParameterSets = len(s.Sets)
+	}
+	if s.List != nil {
+		in.ListTiles = s.List.Tiles()
+	}
+	if s.Geometry != nil {
+		if geom, err := s.Geometry.Transform(s.gridSRS, 4326); err == nil {
+			in.Geometry = geom.GeoJSON()
+		}
+	}
 }
 
 // iterator hands out the task's metatiles, level by level, to all of the
@@ -224,11 +294,14 @@ type iterator struct {
 }
 
 // unit is one metatile's share of a task: the tiles of the task's range
-// inside one metatile.
+// inside one metatile (for a truncation of a box or polygon, one level).
 type unit struct {
 	seq   int64 // position in the task's order of units
 	z     int
 	tiles gridset.Range
+	// only, when not nil, are the unit's tiles (a polygon's or a list's),
+	// row by row, bottom to top; tiles is then their bounding range.
+	only []gridset.Index
 }
 
 func newIterator(s *Spec, metaW, metaH int64) *iterator {

@@ -6,6 +6,8 @@
 //	't' layer 0x00 gen(8) gridset 0x00 format 0x00 params 0x00 z(1) x(4) y(4)  → tile
 //	'd' layer 0x00 gen(8)                            → pending reclaim of a truncated generation (empty)
 //	'k' id(8)                                        → a seeding task's record (the seeder's own encoding)
+//	'k' id(8) 'D'                                    → what a task keeps beside its record (a polygon, a tile list)
+//	'p' layer 0x00 gridset 0x00 format 0x00 params   → the parameter values of a tile set (params.go)
 //
 // Everything a truncation names is a key prefix or a key range:
 //   - a whole layer: 't' layer 0x00 (all generations), or made invisible
@@ -45,6 +47,7 @@ const (
 	tagMeta       = 'm'
 	tagDrop       = 'd'
 	tagTask       = 'k'
+	tagParams     = 'p'
 )
 
 // ErrBadName is returned for names that would break the key layout.

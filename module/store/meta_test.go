@@ -153,3 +153,32 @@ func TestWritesRefusedOnAFullDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A task's data lives beside its record: Tasks does not list it as a
+// record, it survives a reopen, and DeleteTask takes it with the record.
+func TestTaskDataBesideItsRecord(t *testing.T) {
+	dir := t.TempDir()
+	s := openT(t, dir)
+	if err := s.PutTask(7, []byte("rec")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutTaskData(7, []byte("a list")); err != nil {
+		t.Fatal(err)
+	}
+	release(t, s)
+	s = openT(t, dir)
+	var ids []int64
+	if err := s.Tasks(func(id int64, rec []byte) error { ids = append(ids, id); return nil }); err != nil || !slices.Equal(ids, []int64{7}) {
+		t.Fatalf("records %v %v: the data must not read as a record", ids, err)
+	}
+	if b, err := s.TaskData(7); err != nil || string(b) != "a list" {
+		t.Fatalf("data %q %v", b, err)
+	}
+	if err := s.DeleteTask(7); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.TaskData(7); err == nil {
+		t.Fatal("the data outlived its task")
+	}
+	release(t, s)
+}

@@ -65,8 +65,13 @@ type Tasks interface {
 	NextID(sequence string) (uint64, error)
 	// PutTask saves a task's record under its id, replacing any earlier one.
 	PutTask(id int64, record []byte) error
-	// DeleteTask forgets a task's record.
+	// DeleteTask forgets a task's record and its data.
 	DeleteTask(id int64) error
+	// PutTaskData saves what a task needs besides its record and never
+	// changes (a tile list): written once, not with every checkpoint.
+	PutTaskData(id int64, data []byte) error
+	// TaskData reads it back.
+	TaskData(id int64) ([]byte, error)
 	// Tasks calls fn with every saved task record, by id.
 	Tasks(fn func(id int64, record []byte) error) error
 }

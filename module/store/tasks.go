@@ -34,15 +34,55 @@ func (s *Badger) PutTask(id int64, record []byte) error {
 	return s.db.Sync()
 }
 
-// DeleteTask removes the record of task id.
+// taskDataKey is the task's record key and a suffix: Tasks, which reads
+// keys of exactly the record's length, passes it by.
+func taskDataKey(id int64) []byte { return append(taskKey(id), 'D') }
+
+// DeleteTask removes the record of task id and its data.
 func (s *Badger) DeleteTask(id int64) error {
 	if !s.enter() {
 		return ErrClosed
 	}
 	defer s.leave()
 	return s.db.Update(func(txn *badger.Txn) error {
+		if err := txn.Delete(taskDataKey(id)); err != nil {
+			return err
+		}
 		return txn.Delete(taskKey(id))
 	})
+}
+
+// PutTaskData saves task id's unchanging data, synced like a record.
+func (s *Badger) PutTaskData(id int64, data []byte) error {
+	if !s.enter() {
+		return ErrClosed
+	}
+	defer s.leave()
+	if err := s.space.reserve(int64(len(data)) + 64); err != nil {
+		return err
+	}
+	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(taskDataKey(id), data) }); err != nil {
+		return err
+	}
+	return s.db.Sync()
+}
+
+// TaskData reads task id's data.
+func (s *Badger) TaskData(id int64) ([]byte, error) {
+	if !s.enter() {
+		return nil, ErrClosed
+	}
+	defer s.leave()
+	var out []byte
+	err := s.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(taskDataKey(id))
+		if err != nil {
+			return err
+		}
+		out, err = item.ValueCopy(nil)
+		return err
+	})
+	return out, err
 }
 
 // Tasks calls fn with every task record, by increasing id.

@@ -334,8 +334,34 @@ func (f *fetcher) cutAndStore(set store.Set, m *MetaRequest, contentType string,
 		res.StoreErr = err
 		metrics().storeErrors.Inc()
 		f.log.Error("storing metatile failed", zap.String("layer", set.Layer), zap.Error(err))
+	} else {
+		f.recordParams(set, m.Params)
 	}
 	return res, nil
+}
+
+// recordedParams are the tile sets whose parameter values this process
+// has recorded in their store, by store name and set.
+var recordedParams sync.Map
+
+// recordParams saves a parameter set's values in the store the first
+// time this process stores a tile of it, so that a reseed of every stored
+// parameter set can request them again (store.ParamsRecorder). One write
+// per set and process; the empty set needs none.
+func (f *fetcher) recordParams(set store.Set, p ParamValues) {
+	canonical := p.Canonical()
+	rec, ok := f.store.(store.ParamsRecorder)
+	if canonical == "" || !ok {
+		return
+	}
+	key := f.store.Name() + "\x00" + set.Layer + "\x00" + set.Gridset + "\x00" + set.Format + "\x00" + set.Params
+	if _, done := recordedParams.LoadOrStore(key, struct{}{}); done {
+		return
+	}
+	if err := rec.RecordParams(set, canonical); err != nil {
+		recordedParams.Delete(key) // the next store tries again
+		f.log.Warn("recording a parameter set's values failed", zap.String("layer", set.Layer), zap.Error(err))
+	}
 }
 
 // renderedElsewhere waits for another node of the cluster that is

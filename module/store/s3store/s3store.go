@@ -93,7 +93,10 @@ type Store struct {
 	reclaimDelay time.Duration
 }
 
-var _ store.Tiles = (*Store)(nil)
+var (
+	_ store.Tiles          = (*Store)(nil)
+	_ store.ParamsRecorder = (*Store)(nil)
+)
 
 // ErrUnavailable wraps every error of a call the store refused without
 // asking S3, because S3 failed too often just before (see breaker).

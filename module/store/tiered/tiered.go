@@ -42,7 +42,10 @@ type Store struct {
 	done sync.WaitGroup
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store          = (*Store)(nil)
+	_ store.ParamsRecorder = (*Store)(nil)
+)
 
 // Options of the local tier.
 type Options struct {
@@ -196,6 +199,12 @@ func (s *Store) PutTask(id int64, record []byte) error { return s.local.PutTask(
 // DeleteTask implements store.Tasks.
 func (s *Store) DeleteTask(id int64) error { return s.local.DeleteTask(id) }
 
+// PutTaskData implements store.Tasks.
+func (s *Store) PutTaskData(id int64, data []byte) error { return s.local.PutTaskData(id, data) }
+
+// TaskData implements store.Tasks.
+func (s *Store) TaskData(id int64) ([]byte, error) { return s.local.TaskData(id) }
+
 // Tasks implements store.Tasks.
 func (s *Store) Tasks(fn func(id int64, record []byte) error) error { return s.local.Tasks(fn) }
 
@@ -227,3 +236,20 @@ var localDrops = prometheus.NewCounter(prometheus.CounterOpts{
 
 // Collectors are the package's metrics, for the cache's registry.
 func Collectors() []prometheus.Collector { return []prometheus.Collector{localDrops} }
+
+// RecordParams implements store.ParamsRecorder in the remote tier, where
+// every node finds them.
+func (s *Store) RecordParams(set store.Set, canonical string) error {
+	if r, ok := s.remote.(store.ParamsRecorder); ok {
+		return r.RecordParams(set, canonical)
+	}
+	return nil
+}
+
+// RecordedParams implements store.ParamsRecorder.
+func (s *Store) RecordedParams(set store.Set) (string, bool, error) {
+	if r, ok := s.remote.(store.ParamsRecorder); ok {
+		return r.RecordedParams(set)
+	}
+	return "", false, nil
+}
