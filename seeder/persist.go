@@ -57,21 +57,21 @@ func (c *checkpoint) snapshot() (next, processed, failed int64) {
 
 // saved is a task as the store keeps it.
 type saved struct {
-	Layer     string
-	Gridset   string
-	Format    string
-	Params    [][2]string
-	Type      Type
-	ZoomStart int
-	ZoomStop  int
-	Ranges    []gridset.Range
-	Bounds    gridset.BBox
-	Threads   int
-	Retry     RetryPolicy
-	Sets      []store.Set `json:",omitempty"`
-	AllParams bool        `json:",omitempty"`
-	GeometrySRS int     `json:",omitempty"`
-	Buffer      float64 `json:",omitempty"`
+	Layer       string
+	Gridset     string
+	Format      string
+	Params      [][2]string
+	Type        Type
+	ZoomStart   int
+	ZoomStop    int
+	Ranges      []gridset.Range
+	Bounds      gridset.BBox
+	Threads     int
+	Retry       RetryPolicy
+	Sets        []store.Set `json:",omitempty"`
+	AllParams   bool        `json:",omitempty"`
+	GeometrySRS int         `json:",omitempty"`
+	Buffer      float64     `json:",omitempty"`
 	// Data says what the task keeps beside its record: "polygon" (its
 	// geometry) or "list" (its tile list), saved once (Tasks.PutTaskData,
 	// or the registry's tasks/<id>/data), since the record is rewritten
