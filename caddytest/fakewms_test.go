@@ -32,6 +32,7 @@ type fakeWMS struct {
 
 	mu       sync.Mutex
 	bboxes   []string      // BBOX of every GetMap, in arrival order
+	styles   []string      // STYLES of every GetMap, in arrival order
 	mode     string        // "", "500", "exception", "slow", "text"
 	delay    time.Duration // for "slow", and added to every GetMap
 	lastGet  string        // last GetMap query
@@ -56,6 +57,13 @@ func (f *fakeWMS) arrivals() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]string(nil), f.bboxes...)
+}
+
+// stylesSeen returns the STYLES of every GetMap so far, in arrival order.
+func (f *fakeWMS) stylesSeen() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.styles...)
 }
 
 func (f *fakeWMS) lastGetMap() string {
@@ -89,6 +97,7 @@ func (f *fakeWMS) serve(w http.ResponseWriter, r *http.Request) {
 	mode, delay := f.mode, f.delay
 	f.lastGet = r.URL.RawQuery
 	f.bboxes = append(f.bboxes, get("BBOX"))
+	f.styles = append(f.styles, get("STYLES"))
 	f.mu.Unlock()
 	for n := f.failNext.Load(); n > 0; n = f.failNext.Load() {
 		if f.failNext.CompareAndSwap(n, n-1) {

@@ -46,6 +46,7 @@ type restEnv struct {
 	t    *testing.T
 	f    *fakeWMS
 	name string // the tile_cache's name
+	dir  string // its storage directory
 
 	mu    sync.Mutex
 	tasks []string // task resource paths seen in Location headers
@@ -57,11 +58,11 @@ type restEnv struct {
 func newREST(t *testing.T, adminOpts, layers string) *restEnv {
 	t.Helper()
 	f := newFakeWMS(t)
-	e := &restEnv{t: t, f: f, name: fmt.Sprintf("rest%d", restSeq.Add(1))}
+	e := &restEnv{t: t, f: f, name: fmt.Sprintf("rest%d", restSeq.Add(1)), dir: storageDir(t)}
 	if layers == "" {
 		layers = restLayers
 	}
-	load(t, adminConfig(t, f, storageDir(t), "cache "+e.name+"\n\t\t\t"+adminOpts, "name "+e.name+"\n"+layers))
+	load(t, adminConfig(t, f, e.dir, "cache "+e.name+"\n\t\t\t"+adminOpts, "name "+e.name+"\n"+layers))
 	t.Cleanup(e.cleanup)
 	return e
 }
