@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -372,4 +373,119 @@ func TestBadAreasStartNothing(t *testing.T) {
 	if recs := listing(t, "/rest/seed.json"); len(recs) != 0 || e.f.getMaps.Load() != 0 {
 		t.Fatalf("bad requests started %d tasks and %d GetMaps", len(recs), e.f.getMaps.Load())
 	}
+}
+
+// Against the real MapServer, through the REST interface: a polygon seed
+// (lon/lat polygon, web mercator gridset) leaves exactly the polygon's
+// metatiles cached, one GetMap each; a tile list reseed refetches exactly
+// its metatiles; a polygon truncation of every stored parameter set
+// leaves the other areas, and the other layer, cached.
+func TestRealMapServerAreas(t *testing.T) {
+	up := mapServer(t)
+	cnt := countGetMaps(t, up)
+	dir := storageDir(t)
+	name := fmt.Sprintf("areas%d", restSeq.Add(1))
+	load(t, siteConfig{admin: ptr("cache " + name + "\nworkers 2"), upstream: up, forward: forwardMapServer, tiles: `
+		name ` + name + `
+		upstream ` + cnt.URL + `
+		storage ` + storeLines(dir) + `
+		timeout 60s
+		layer test:polygons {
+			gridsets EPSG:900913
+			param STYLES {
+				default default
+				values default population
+			}
+		}
+		layer test:roads {
+			gridsets EPSG:900913
+		}`}.String())
+	g, _ := gridset.Builtin("EPSG:900913")
+	// Europe-ish, in lon/lat, with a hole.
+	const europe = `{"type":"Feature","properties":{},"geometry":{"type":"Polygon","coordinates":[[[-10,35],[30,35],[40,60],[0,70],[-10,35]],[[5,45],[15,45],[15,50],[5,50],[5,45]]]}}`
+	geom, err := area.ParseGeoJSON([]byte(europe), area.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	merc, _ := geom.Transform(4326, 900913)
+	tiles, metas := selected(g, merc, 0, 0, 6)
+	var paths []string
+	for _, style := range []string{"default", "population"} {
+		paths = append(paths, submit(t, "test:polygons", "json", `{"seedRequest":{"gridSetId":"EPSG:900913","zoomStart":0,"zoomStop":6,"type":"seed","threadCount":2,"parameters":{"STYLES":"`+style+`"},"geometry":`+europe+`}}`))
+	}
+	paths = append(paths, submit(t, "test:roads", "json", `{"seedRequest":{"gridSetId":"EPSG:900913","zoomStart":0,"zoomStop":6,"type":"seed","threadCount":2,"geometry":`+europe+`}}`))
+	for _, p := range paths {
+		if ti := waitTask(t, p); ti.State != "DONE" || ti.Total != int64(len(tiles)) || ti.Processed != ti.Total || ti.FailedTiles != 0 {
+			t.Fatalf("polygon seed %+v; the polygon has %d tiles", ti, len(tiles))
+		}
+	}
+	if got := len(cnt.getMaps()); got != 3*len(metas) {
+		t.Fatalf("%d GetMaps for 3 × %d metatiles", got, len(metas))
+	}
+	sets := map[string]store.Set{}
+	for _, style := range []string{"default", "population"} {
+		sets[style] = store.Set{Layer: "test:polygons", Gridset: "EPSG:900913", Format: "image/png", Params: paramsHash(t, name, "test:polygons", map[string]string{"STYLES": style})}
+	}
+	roads := store.Set{Layer: "test:roads", Gridset: "EPSG:900913", Format: "image/png", Params: paramsHash(t, name, "test:roads", nil)}
+	seeded := ofMetatiles(g, metas)
+	for style, set := range sets {
+		sameTiles(t, "stored after the "+style+" polygon seed", storedTiles(t, dir, set, g, 0, 6), seeded)
+	}
+
+	// A tile list (XYZ rows, as osm2pgsql writes them) of z6 tiles inside
+	// the polygon, reseeded: exactly its metatiles are fetched again.
+	var lines strings.Builder
+	listMetas := map[gridset.Index]bool{}
+	n := 0
+	for idx := range tiles {
+		if idx.Z == 6 && n < 40 {
+			fmt.Fprintf(&lines, "6/%d/%d\n", idx.X, 63-idx.Y)
+			listMetas[gridset.Index{X: idx.X / 4, Y: idx.Y / 4, Z: 6}] = true
+			n++
+		}
+	}
+	before := len(cnt.getMaps())
+	a := rest(t, "POST", "/rest/seed/test:polygons/tiles?type=reseed&gridSetId=EPSG:900913&parameter_STYLES=population", "text/plain", lines.String())
+	if a.status != 200 {
+		t.Fatalf("tile list: %d %q", a.status, a.body)
+	}
+	if ti := waitTask(t, strings.TrimPrefix(a.header.Get("Location"), restURL(""))); ti.State != "DONE" || ti.Processed != int64(n) {
+		t.Fatalf("list reseed %+v, %d tiles listed", ti, n)
+	}
+	sent := cnt.getMaps()[before:]
+	if len(sent) != len(listMetas) {
+		t.Fatalf("the list's reseed made %d GetMaps for %d metatiles", len(sent), len(listMetas))
+	}
+	for _, q := range sent {
+		v, _ := url.ParseQuery(q)
+		bb := strings.Split(v.Get("BBOX"), ",")
+		x0, _ := strconv.ParseFloat(bb[0], 64)
+		y0, _ := strconv.ParseFloat(bb[1], 64)
+		l := g.Levels[6]
+		size := l.Resolution * float64(g.TileWidth)
+		m := gridset.Index{X: int64((x0-g.Extent.MinX)/size+0.5) / 4, Y: int64((y0-g.Extent.MinY)/size+0.5) / 4, Z: 6}
+		if !listMetas[m] || v.Get("STYLES") != "population" {
+			t.Fatalf("the reseed fetched %s (metatile %v, STYLES %q), not one of the list's", v.Get("BBOX"), m, v.Get("STYLES"))
+		}
+	}
+
+	// Truncate a smaller polygon in every stored parameter set.
+	const spain = `POLYGON((-10 36, 3 36, 3 44, -10 44, -10 36))`
+	sg, _, _ := area.ParseWKT(spain, area.Limits{})
+	sm, _ := sg.Transform(4326, 900913)
+	gone, _ := selected(g, sm, 0, 0, 6)
+	tt := waitTask(t, submit(t, "test:polygons", "json", `{"seedRequest":{"gridSetId":"EPSG:900913","zoomStart":0,"zoomStop":6,"type":"truncate","allParameters":true,"geometry":"`+spain+`"}}`))
+	if tt.State != "DONE" || tt.ParameterSets != 2 || tt.Total != 2*int64(len(gone)) {
+		t.Fatalf("truncate of every set %+v; %d tiles in the polygon", tt, len(gone))
+	}
+	left := map[gridset.Index]bool{}
+	for k := range seeded {
+		if !gone[k] {
+			left[k] = true
+		}
+	}
+	for style, set := range sets {
+		sameTiles(t, "stored in "+style+" after truncating every set", storedTiles(t, dir, set, g, 0, 6), left)
+	}
+	sameTiles(t, "the other layer after the truncation", storedTiles(t, dir, roads, g, 0, 6), seeded)
 }
