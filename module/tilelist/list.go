@@ -68,8 +68,8 @@ func newLayout(wide, high []int64, metaW, metaH int) (layout, bool) {
 			return l, false
 		}
 	}
-	// Every tile key must fit in 64 bits.
-	if hi, _ := bits.Mul64(base, uint64(l.slots)); hi != 0 {
+	// Every tile key must fit in 63 bits: runs shift gaps left by one.
+	if hi, lo := bits.Mul64(base, uint64(l.slots)); hi != 0 || lo >= 1<<63 {
 		return l, false
 	}
 	return l, true

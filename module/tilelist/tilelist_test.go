@@ -232,8 +232,21 @@ func model(t *testing.T, lines []string, o Options) (units [][]gridset.Index, dr
 	return units, dropped
 }
 
-func TestAgainstModel(t *testing.T) {
-	r := rand.New(rand.NewPCG(7, 7))
+func TestAgainstModel(t *testing.T) { testAgainstModel(t, 7) }
+
+// TestAgainstModelManyRuns shrinks the sort buffer so that each list is
+// split into many runs, with duplicates and stretches across them, to test
+// the merge.
+func TestAgainstModelManyRuns(t *testing.T) {
+	defer func(n int) { chunkKeys = n }(chunkKeys)
+	for _, n := range []int{1, 2, 7, 64} {
+		chunkKeys = n
+		testAgainstModel(t, uint64(n))
+	}
+}
+
+func testAgainstModel(t *testing.T, seed uint64) {
+	r := rand.New(rand.NewPCG(seed, 7))
 	for iter := range 300 {
 		g := mercator(t)
 		if iter%3 == 1 {
