@@ -395,6 +395,21 @@ func TestRandomAccess(t *testing.T) {
 		if i != l.Units() {
 			t.Fatalf("Each gave %d units of %d", i, l.Units())
 		}
+		// EachFrom from a few places, index marks and between them.
+		for _, from := range []int64{0, 1, indexEvery - 1, indexEvery, 5*indexEvery + 17, l.Units() - 1} {
+			j := from
+			l.EachFrom(from, func(u Unit) bool {
+				if u != l.Unit(j) {
+					t.Fatalf("EachFrom(%d): unit %d differs", from, j)
+				}
+				j++
+				return j < from+300
+			})
+			if j != min(from+300, l.Units()) {
+				t.Fatalf("EachFrom(%d) stopped at %d", from, j)
+			}
+		}
+		l.EachFrom(l.Units(), func(Unit) bool { t.Fatal("unit past the end"); return false })
 	}
 }
 
