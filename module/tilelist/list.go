@@ -68,8 +68,8 @@ func newLayout(wide, high []int64, metaW, metaH int) (layout, bool) {
 			return l, false
 		}
 	}
-	// Every tile key must fit in 64 bits.
-	if hi, _ := bits.Mul64(base, uint64(l.slots)); hi != 0 {
+	// Every tile key must fit in 63 bits: runs shift gaps left by one.
+	if hi, lo := bits.Mul64(base, uint64(l.slots)); hi != 0 || lo >= 1<<63 {
 		return l, false
 	}
 	return l, true
@@ -306,18 +306,28 @@ func (l *List) Unit(i int64) Unit {
 	if i < 0 || i >= l.units {
 		panic("tilelist: unit number out of range")
 	}
-	m := l.index[i/indexEvery]
-	c := cursor{l: l, block: int(m.block), off: int(m.off), prev: m.prev, seq: i - i%indexEvery}
-	for c.seq < i {
-		c.skip()
-	}
-	return c.next()
+	var u Unit
+	l.EachFrom(i, func(v Unit) bool { u = v; return false })
+	return u
 }
 
 // Each calls fn with every unit in order until fn returns false.
-func (l *List) Each(fn func(Unit) bool) {
-	c := cursor{l: l}
-	c.advance()
+func (l *List) Each(fn func(Unit) bool) { l.EachFrom(0, fn) }
+
+// EachFrom calls fn with units from, from+1, ... until the list ends or fn
+// returns false. A cluster node working through a claimed range of unit
+// numbers uses it rather than Unit(i) per unit: it seeks once and then
+// decodes sequentially.
+func (l *List) EachFrom(from int64, fn func(Unit) bool) {
+	if from >= l.units {
+		return
+	}
+	from = max(from, 0)
+	m := l.index[from/indexEvery]
+	c := cursor{l: l, block: int(m.block), off: int(m.off), prev: m.prev, seq: from - from%indexEvery}
+	for c.seq < from {
+		c.skip()
+	}
 	for c.seq < l.units {
 		if !fn(c.next()) {
 			return

@@ -71,7 +71,8 @@ const maxLineBytes = 4096
 // chunkKeys is the size of the sort buffer: 8 MB of keys. Larger buffers
 // deduplicate more per run but cost their size in peak heap; runs of a
 // million keys already compress a random z18 list to about 3 bytes a key.
-const chunkKeys = 1 << 20
+// It is a variable so that tests can make runs tiny and many.
+var chunkKeys = 1 << 20
 
 // Parse reads an expire list, one tile per line, "z/x/y" or "z x y" (spaces
 // or tabs). Blank lines and lines starting with '#' are skipped; CRLF and
@@ -153,7 +154,7 @@ func newParser(opt Options) (*parser, error) {
 		return nil, fmt.Errorf("tilelist: gridset %s has too many tiles to number in 64 bits", g.Name)
 	}
 	p := &parser{g: g, scheme: opt.Scheme, lay: lay, parents: opt.Parents, children: opt.Children,
-		maxLines: opt.MaxLines, maxTiles: opt.MaxTiles, buf: make([]uint64, 0, 4096)}
+		maxLines: opt.MaxLines, maxTiles: opt.MaxTiles, buf: make([]uint64, 0, min(4096, chunkKeys))}
 	if p.maxLines <= 0 {
 		p.maxLines = DefaultMaxLines
 	}
@@ -274,7 +275,7 @@ func (p *parser) push(k uint64) {
 // deduplicated and encoded into a run, and the buffer is reused.
 func (p *parser) spill() {
 	if cap(p.buf) < chunkKeys {
-		nb := make([]uint64, len(p.buf), min(2*cap(p.buf), chunkKeys))
+		nb := make([]uint64, len(p.buf), max(min(2*cap(p.buf), chunkKeys), 1))
 		copy(nb, p.buf)
 		p.buf = nb
 		return
@@ -288,18 +289,23 @@ func (p *parser) flush() {
 	}
 	slices.Sort(p.buf)
 	keys := slices.Compact(p.buf)
+	// Size first, so the run is allocated once at its exact size.
 	var size int
-	var prev uint64
-	for _, k := range keys {
-		size += uvarintLen(k - prev)
-		prev = k
-	}
+	eachStretch(keys, func(gap, extra uint64) {
+		size += uvarintLen(gap << 1)
+		if extra > 0 {
+			size += uvarintLen(extra)
+		}
+	})
 	run := make([]byte, 0, size)
-	prev = 0
-	for _, k := range keys {
-		run = appendUvarint(run, k-prev)
-		prev = k
-	}
+	eachStretch(keys, func(gap, extra uint64) {
+		if extra == 0 {
+			run = appendUvarint(run, gap<<1)
+		} else {
+			run = appendUvarint(run, gap<<1|1)
+			run = appendUvarint(run, extra)
+		}
+	})
 	p.runs = append(p.runs, run)
 	p.buf = p.buf[:0]
 }
@@ -316,20 +322,51 @@ func (p *parser) finish() *List {
 	return l
 }
 
+// A run encodes its sorted distinct keys as stretches of consecutive
+// keys: uvarint(gap<<1 | more) where gap is the first key's distance from
+// the previous stretch's last key (from 0 for the first), then, when the
+// low bit is set, uvarint(extra), the number of keys after the first.
+// Derived children fill whole metatiles, whose keys are consecutive, so a
+// stretch costs two or three bytes for up to 256 keys; a lone key costs no
+// more than a plain delta would, as gaps of random keys rarely sit just
+// under a 7-bit boundary.
+func eachStretch(keys []uint64, fn func(gap, extra uint64)) {
+	var prev uint64
+	for i := 0; i < len(keys); {
+		j := i + 1
+		for j < len(keys) && keys[j] == keys[j-1]+1 {
+			j++
+		}
+		fn(keys[i]-prev, uint64(j-i-1))
+		prev = keys[j-1]
+		i = j
+	}
+}
+
 // runCursor walks one run's keys.
 type runCursor struct {
 	data []byte
 	off  int
 	cur  uint64
+	more uint64 // keys left in the current stretch
 }
 
 func (c *runCursor) next() bool {
+	if c.more > 0 {
+		c.more--
+		c.cur++
+		return true
+	}
 	if c.off >= len(c.data) {
 		return false
 	}
 	d, n := uvarint(c.data[c.off:])
 	c.off += n
-	c.cur += d
+	c.cur += d >> 1
+	if d&1 != 0 {
+		c.more, n = uvarint(c.data[c.off:])
+		c.off += n
+	}
 	return true
 }
 

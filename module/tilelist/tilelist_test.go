@@ -232,8 +232,21 @@ func model(t *testing.T, lines []string, o Options) (units [][]gridset.Index, dr
 	return units, dropped
 }
 
-func TestAgainstModel(t *testing.T) {
-	r := rand.New(rand.NewPCG(7, 7))
+func TestAgainstModel(t *testing.T) { testAgainstModel(t, 7) }
+
+// TestAgainstModelManyRuns shrinks the sort buffer so that each list is
+// split into many runs, with duplicates and stretches across them, to test
+// the merge.
+func TestAgainstModelManyRuns(t *testing.T) {
+	defer func(n int) { chunkKeys = n }(chunkKeys)
+	for _, n := range []int{1, 2, 7, 64} {
+		chunkKeys = n
+		testAgainstModel(t, uint64(n))
+	}
+}
+
+func testAgainstModel(t *testing.T, seed uint64) {
+	r := rand.New(rand.NewPCG(seed, 7))
 	for iter := range 300 {
 		g := mercator(t)
 		if iter%3 == 1 {
@@ -382,6 +395,21 @@ func TestRandomAccess(t *testing.T) {
 		if i != l.Units() {
 			t.Fatalf("Each gave %d units of %d", i, l.Units())
 		}
+		// EachFrom from a few places, index marks and between them.
+		for _, from := range []int64{0, 1, indexEvery - 1, indexEvery, 5*indexEvery + 17, l.Units() - 1} {
+			j := from
+			l.EachFrom(from, func(u Unit) bool {
+				if u != l.Unit(j) {
+					t.Fatalf("EachFrom(%d): unit %d differs", from, j)
+				}
+				j++
+				return j < from+300
+			})
+			if j != min(from+300, l.Units()) {
+				t.Fatalf("EachFrom(%d) stopped at %d", from, j)
+			}
+		}
+		l.EachFrom(l.Units(), func(Unit) bool { t.Fatal("unit past the end"); return false })
 	}
 }
 
