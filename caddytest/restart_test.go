@@ -15,6 +15,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tilecache/caddy-tilecache/module/area"
+	"github.com/tilecache/caddy-tilecache/module/gridset"
 )
 
 // These tests run Caddy as a separate process, built from cmd/caddy, so
@@ -116,27 +119,68 @@ func procREST(t *testing.T, method, path, body string) answer {
 	return doBody(t, method, fmt.Sprintf("http://localhost:%d/geowebcache%s", procPort, path), body, hdr...)
 }
 
-// runResumeTest seeds level 4 of EPSG:4326 (512 tiles, 32 metatiles, one
-// worker), stops Caddy part-way with sig, starts it again on the same
-// store, and checks that the task comes back under its id and finishes,
-// fetching again no more than the work since the last checkpoint.
-func runResumeTest(t *testing.T, sig syscall.Signal) {
+// resumable is a task to stop part-way: how it is submitted (a path and
+// body under the REST interface) and what it must come to, on level 4 of
+// EPSG:4326 (512 tiles in 32 metatiles) with one worker.
+type resumable struct {
+	path, body   string
+	tiles, metas int64
+}
+
+// boxTask is all of level 4.
+var boxTask = resumable{"/rest/seed/test:a.json", `{"seedRequest":{"gridSetId":"EPSG:4326","zoomStart":4,"zoomStop":4}}`, 512, 32}
+
+// polygonTask is a triangle over level 4: its polygon is read back from
+// the store after the restart.
+func polygonTask(t *testing.T) resumable {
+	const tri = `{"type":"Polygon","coordinates":[[[-180,-90],[180,-90],[-180,90],[-180,-90]]]}`
+	g, _ := gridset.Builtin("EPSG:4326")
+	geom, err := area.ParseGeoJSON([]byte(tri), area.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tiles, metas := selected(g, geom, 0, 4, 4)
+	return resumable{"/rest/seed/test:a.json", `{"seedRequest":{"gridSetId":"EPSG:4326","zoomStart":4,"zoomStop":4,"geometry":` + tri + `}}`,
+		int64(len(tiles)), int64(len(metas))}
+}
+
+// listTask is a tile list of every third tile of level 4: its list is
+// read back from the store after the restart.
+func listTask() resumable {
+	var b strings.Builder
+	n := 0
+	for x := 0; x < 32; x++ {
+		for y := 0; y < 16; y++ {
+			if (x+y)%3 == 0 {
+				fmt.Fprintf(&b, "4/%d/%d\n", x, y)
+				n++
+			}
+		}
+	}
+	return resumable{"/rest/seed/test:a/tiles?type=seed&gridSetId=EPSG:4326", b.String(), int64(n), 32}
+}
+
+// runResumeTest submits task, stops Caddy part-way with sig, starts it
+// again on the same store, and checks that the task comes back under its
+// id and finishes, fetching again no more than the work since the last
+// checkpoint.
+func runResumeTest(t *testing.T, sig syscall.Signal, task resumable) {
 	f := newFakeWMS(t)
 	f.set("", 40*time.Millisecond)
 	dir := storageDir(t)
 	p := startProc(t, procConfig(f, dir))
-	a := procREST(t, "POST", "/rest/seed/test:a.json", `{"seedRequest":{"gridSetId":"EPSG:4326","zoomStart":4,"zoomStop":4}}`)
+	a := procREST(t, "POST", task.path, task.body)
 	if a.status != 200 {
 		t.Fatalf("seed: %d %s", a.status, a.body)
 	}
 	taskPath := strings.TrimPrefix(a.header.Get("Location"), fmt.Sprintf("http://localhost:%d/geowebcache", procPort))
 	deadline := time.Now().Add(20 * time.Second)
-	for f.getMaps.Load() < 12 && time.Now().Before(deadline) {
+	for f.getMaps.Load() < task.metas/3 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	p.stop(t, sig)
 	before := f.getMaps.Load()
-	if before >= 32 {
+	if before >= task.metas {
 		t.Fatalf("the seed finished (%d GetMaps) before Caddy was stopped", before)
 	}
 
@@ -158,13 +202,13 @@ func runResumeTest(t *testing.T, sig syscall.Signal) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if ti.State != "DONE" || ti.Processed != 512 || ti.Total != 512 || ti.FailedTiles != 0 {
-		t.Fatalf("resumed task %+v", ti)
+	if ti.State != "DONE" || ti.Processed != task.tiles || ti.Total != task.tiles || ti.FailedTiles != 0 {
+		t.Fatalf("resumed task %+v, want DONE %d/%d", ti, task.tiles, task.tiles)
 	}
 	// Redone: what was fetched since the last checkpoint (100 ms ≈ 3
 	// metatiles at 40 ms) plus the two a worker has in hand.
-	if extra := f.getMaps.Load() - 32; extra < 0 || extra > 8 {
-		t.Fatalf("%d GetMaps for 32 metatiles: %d fetched again after the restart", f.getMaps.Load(), extra)
+	if extra := f.getMaps.Load() - task.metas; extra < 0 || extra > 8 {
+		t.Fatalf("%d GetMaps for %d metatiles: %d fetched again after the restart", f.getMaps.Load(), task.metas, extra)
 	}
 	// Every stored tile decodes: nothing half-written survived.
 	p2.stop(t, syscall.SIGTERM)
@@ -174,10 +218,15 @@ func runResumeTest(t *testing.T, sig syscall.Signal) {
 		_, _, err := image.Decode(bytes.NewReader(data))
 		return err
 	})
-	if err != nil || n < 512 {
+	if err != nil || int64(n) < task.tiles {
 		t.Fatalf("stored tiles: %d decoded, error %v", n, err)
 	}
 }
 
-func TestCrashResumesSeedFromCheckpoint(t *testing.T) { runResumeTest(t, syscall.SIGKILL) }
-func TestGracefulStopResumesSeed(t *testing.T)        { runResumeTest(t, syscall.SIGTERM) }
+func TestCrashResumesSeedFromCheckpoint(t *testing.T) { runResumeTest(t, syscall.SIGKILL, boxTask) }
+func TestGracefulStopResumesSeed(t *testing.T)        { runResumeTest(t, syscall.SIGTERM, boxTask) }
+
+// A polygon task and a tile list task resume after a crash too: their
+// polygon and list are saved once beside the task's record.
+func TestCrashResumesPolygonSeed(t *testing.T)  { runResumeTest(t, syscall.SIGKILL, polygonTask(t)) }
+func TestCrashResumesTileListSeed(t *testing.T) { runResumeTest(t, syscall.SIGKILL, listTask()) }
