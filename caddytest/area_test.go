@@ -489,3 +489,44 @@ func TestRealMapServerAreas(t *testing.T) {
 	}
 	sameTiles(t, "the other layer after the truncation", storedTiles(t, dir, roads, g, 0, 6), seeded)
 }
+
+// One truncate request, one task, for a polygon across 200 stored
+// parameter sets whose values no filter lists (a regex filter): each set
+// loses exactly the polygon's tiles.
+func TestTruncatePolygonAcross200ParameterSets(t *testing.T) {
+	e := newREST(t, "workers 2", `
+		layer test:a {
+			gridsets EPSG:4326
+			param TIME {
+				default t0
+				regex "t[0-9]+"
+			}
+		}`)
+	g, _ := gridset.Builtin("EPSG:4326")
+	const sets = 200
+	for i := range sets {
+		// A visitor's miss stores the z2 metatile (all 16 tiles of z2) in
+		// the set of TIME=t<i>.
+		a := get(t, siteURL(tileQuery("test:a", "EPSG:4326", gridset.Index{X: 1, Y: 1, Z: 2}, "TIME", fmt.Sprintf("t%d", i))))
+		if a.status != 200 {
+			t.Fatalf("tile with TIME=t%d: %d %q", i, a.status, truncate(a.body))
+		}
+	}
+	// The south-western quarter: 2×2 tiles of z2.
+	const quarter = `POLYGON((-180 -90, -90 -90, -90 0, -180 0, -180 -90))`
+	ti := waitTask(t, e.submit("test:a", "json", `{"seedRequest":{"gridSetId":"EPSG:4326","zoomStart":2,"zoomStop":2,"type":"truncate","allParameters":true,"geometry":"`+quarter+`"}}`))
+	if ti.State != "DONE" || ti.ParameterSets != sets || ti.Total != 4*sets || ti.Processed != ti.Total {
+		t.Fatalf("truncate of every set: %+v", ti)
+	}
+	check := sets
+	if onSuiteS3() {
+		check = 10 // each count lists the bucket
+	}
+	for i := range check {
+		set := store.Set{Layer: "test:a", Gridset: "EPSG:4326", Format: "image/png",
+			Params: paramsHash(t, e.name, "test:a", map[string]string{"TIME": fmt.Sprintf("t%d", i)})}
+		if all, in := countTiles(t, e.dir, set, 2, g.GridRange(2)), countTiles(t, e.dir, set, 2, gridset.Range{MinX: 0, MinY: 0, MaxX: 1, MaxY: 1}); all != 12 || in != 0 {
+			t.Fatalf("TIME=t%d: %d tiles left at z2, %d of them in the polygon; want 12 and 0", i, all, in)
+		}
+	}
+}
