@@ -9,6 +9,7 @@ package caddytest
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"os"
@@ -650,8 +651,11 @@ func TestBrowserTaskPageRoutes(t *testing.T) {
 			}
 			n = append(n, fmt.Sprint(c))
 		}
-		return fmt.Sprintf(`{"name":%q,"srs":%q,"minZoom":%d,"maxZoom":%d,"levels":%d,"tiles":[%s]}`,
-			gs, gs, minZ, maxZ, len(g.Levels), strings.Join(n, ","))
+		// The layers have no bounds of their own: their extent is the gridset's, in lon/lat.
+		ll, _ := g.ToLonLat(g.Extent)
+		ext, _ := json.Marshal([4]float64{ll.MinX, ll.MinY, ll.MaxX, ll.MaxY})
+		return fmt.Sprintf(`{"name":%q,"srs":%q,"minZoom":%d,"maxZoom":%d,"levels":%d,"tiles":[%s],"extent":%s}`,
+			gs, gs, minZ, maxZ, len(g.Levels), strings.Join(n, ","), ext)
 	}
 	g4326, _ := gridset.Builtin("EPSG:4326")
 	g900913, _ := gridset.Builtin("EPSG:900913")
