@@ -89,6 +89,10 @@ type gridsetInfo struct {
 	// (0 outside minZoom..maxZoom): a seed of levels a..b has
 	// sum(tiles[a..b]) tiles.
 	Tiles []int64 `json:"tiles"`
+	// Extent is the layer's area in the gridset as a lon/lat box
+	// [minLon, minLat, maxLon, maxLat] (EPSG:4326), for the page's map;
+	// absent for a CRS the gridset package cannot unproject.
+	Extent *[4]float64 `json:"extent,omitempty"`
 }
 
 type paramInfo struct {
@@ -122,6 +126,9 @@ func (h *Handler) layers(w http.ResponseWriter) error {
 				Levels: len(g.Levels), Tiles: make([]int64, len(g.Levels))}
 			for z := g.MinZoom; z <= g.MaxZoom && z < len(g.Coverage); z++ {
 				gi.Tiles[z] = g.Coverage[z].Count()
+			}
+			if b, ok := g.ToLonLat(g.Area); ok {
+				gi.Extent = &[4]float64{b.MinX, b.MinY, b.MaxX, b.MaxY}
 			}
 			li.Gridsets = append(li.Gridsets, gi)
 		}

@@ -9,7 +9,9 @@ package caddytest
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
+	"math"
 	"net/url"
 	"os"
 	"os/exec"
@@ -22,11 +24,13 @@ import (
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/input"
 	cdplog "github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
+	"github.com/tilecache/caddy-tilecache/module/area"
 	"github.com/tilecache/caddy-tilecache/module/gridset"
 )
 
@@ -650,8 +654,11 @@ func TestBrowserTaskPageRoutes(t *testing.T) {
 			}
 			n = append(n, fmt.Sprint(c))
 		}
-		return fmt.Sprintf(`{"name":%q,"srs":%q,"minZoom":%d,"maxZoom":%d,"levels":%d,"tiles":[%s]}`,
-			gs, gs, minZ, maxZ, len(g.Levels), strings.Join(n, ","))
+		// The layers have no bounds of their own: their extent is the gridset's, in lon/lat.
+		ll, _ := g.ToLonLat(g.Extent)
+		ext, _ := json.Marshal([4]float64{ll.MinX, ll.MinY, ll.MaxX, ll.MaxY})
+		return fmt.Sprintf(`{"name":%q,"srs":%q,"minZoom":%d,"maxZoom":%d,"levels":%d,"tiles":[%s],"extent":%s}`,
+			gs, gs, minZ, maxZ, len(g.Levels), strings.Join(n, ","), ext)
 	}
 	g4326, _ := gridset.Builtin("EPSG:4326")
 	g900913, _ := gridset.Builtin("EPSG:900913")
@@ -670,4 +677,227 @@ func TestBrowserTaskPageRoutes(t *testing.T) {
 	if a := rest(t, "POST", "/rest/layers.json", "", ""); a.status != 405 {
 		t.Fatalf("POST layers.json: %d", a.status)
 	}
+}
+
+// A polygon drawn on the task page's map with the mouse is seeded exactly:
+// the task's resource has the drawn vertices and the exact tile count of
+// the polygon (module/area's), the form shows that count, and the task's
+// "Show area" draws its area on the map. A WKT pasted into the textarea is
+// drawn and truncated with its buffer; a polygon off the gridset is refused
+// with the server's message under the form.
+func TestBrowserTaskPageSeedsAPolygon(t *testing.T) {
+	e := newREST(t, "workers 1", taskPageLayers)
+	e.f.set("", 20*time.Millisecond)
+	g, _ := gridset.Builtin("EPSG:4326")
+	b := newBrowser(t)
+	b.do(b.basicAuth(), chromedp.Navigate(restURL("/tasks")))
+	b.waitFor("the layer list", `document.querySelectorAll('#f-layer option').length > 0`)
+	setForm := func(typ string, zs, ze int) {
+		eval[bool](b, fmt.Sprintf(`(() => {
+			const set = (id, v) => { const e = document.getElementById(id); e.value = v; e.dispatchEvent(new Event(e.tagName === 'SELECT' ? 'change' : 'input')); };
+			set('f-layer', 'test:a'); set('f-gridset', 'EPSG:4326'); set('f-type', %q);
+			set('f-zoomStart', %d); set('f-zoomStop', %d); set('f-threadCount', 1);
+			return true; })()`, typ, zs, ze))
+	}
+	setForm("seed", 0, 4)
+	// test:a has no bounds: its extent on the map is the whole gridset.
+	if ext := eval[string](b, `(() => { const r = document.getElementById('map-extent');
+		return r.hasAttribute('hidden') ? 'hidden' : ['x', 'y', 'width', 'height'].map(a => r.getAttribute(a)).join(' '); })()`); ext != "-180 -90 360 180" {
+		t.Errorf("layer extent on the map: %q", ext)
+	}
+
+	// Draw: three clicks, then a double-click on the fourth vertex closes
+	// the ring. Each click is a real mouse event at the point's place on
+	// screen, from the SVG's own transform.
+	drawn := [][2]float64{{-100, 45}, {30, 62}, {75, -20}, {-40, -55}}
+	var pixel float64 // degrees per screen pixel
+	for i, p := range drawn {
+		xy := eval[[]float64](b, fmt.Sprintf(`(() => { const s = document.getElementById('map');
+			s.scrollIntoView({block: 'center'});
+			const p = new DOMPoint(%g, %g).matrixTransform(s.getScreenCTM());
+			return [p.x, p.y, 360 / s.getBoundingClientRect().width]; })()`, p[0], -p[1]))
+		pixel = xy[2]
+		b.do(chromedp.MouseClickXY(xy[0], xy[1]))
+		if i == len(drawn)-1 {
+			b.do(chromedp.MouseClickXY(xy[0], xy[1], chromedp.ClickCount(2)))
+		}
+	}
+	if pixel <= 0 || pixel > 1 {
+		t.Fatalf("the map is %g° a pixel", pixel)
+	}
+	b.waitFor("the closed polygon", `!!document.querySelector('#map-draft path') && document.querySelectorAll('#map-draft circle').length === 4`)
+	text := eval[string](b, `document.getElementById('f-geometry').value`)
+	var poly struct {
+		Type        string         `json:"type"`
+		Coordinates [][][2]float64 `json:"coordinates"`
+	}
+	if err := json.Unmarshal([]byte(text), &poly); err != nil || poly.Type != "Polygon" || len(poly.Coordinates) != 1 || len(poly.Coordinates[0]) != 5 {
+		t.Fatalf("the textarea after drawing: %q (%v)", text, err)
+	}
+	ring := poly.Coordinates[0]
+	for i, p := range drawn {
+		if q := ring[i]; math.Abs(q[0]-p[0]) > pixel || math.Abs(q[1]-p[1]) > pixel {
+			t.Errorf("vertex %d drawn at %v, clicked at %v (%.2f° a pixel)", i, q, p, pixel)
+		}
+	}
+	if ring[4] != ring[0] {
+		t.Errorf("the drawn ring is not closed: %v", ring)
+	}
+	if est := eval[string](b, `document.getElementById('f-estimate').textContent`); !strings.Contains(est, "exact count after submitting") {
+		t.Errorf("a polygon's estimate: %q", est)
+	}
+
+	// The exact count, from the polygon as the page sends it.
+	geom, err := area.ParseGeoJSON([]byte(text), area.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exact := func(geom area.Geometry, buffer float64, zs, ze int) int64 {
+		c := area.NewCover(g, geom, buffer)
+		var n int64
+		for z := zs; z <= ze; z++ {
+			n += c.Count(z, g.GridRange(z)) // test:a covers the whole gridset
+		}
+		return n
+	}
+	want := exact(geom, 0, 0, 4)
+	if want <= 0 || want >= 682 {
+		t.Fatalf("the polygon has %d of the 682 tiles of levels 0..4", want)
+	}
+
+	b.do(chromedp.Click(chromedp.ID("f-submit")))
+	b.waitFor("the polygon task's row", `!!document.querySelector('#tasks tr[data-task-id], #finished tr[data-task-id]')`)
+	id := eval[int64](b, `+document.querySelector('#tasks tr[data-task-id], #finished tr[data-task-id]').dataset.taskId`)
+	path := fmt.Sprintf("/rest/tasks/%d.json", id)
+	e.mu.Lock()
+	e.tasks = append(e.tasks, path)
+	e.mu.Unlock()
+	ti := task(t, path)
+	if ti.Total != want || !strings.EqualFold(ti.Type, "seed") || ti.ZoomStart != 0 || ti.ZoomStop != 4 || ti.Buffer != 0 {
+		t.Errorf("task %d: %s of levels %d..%d, total %d, buffer %g; want a seed of 0..4 with %d tiles",
+			id, ti.Type, ti.ZoomStart, ti.ZoomStop, ti.Total, ti.Buffer, want)
+	}
+	checkGeometry := func(ti taskInfo, want [][][2]float64) {
+		t.Helper()
+		var mp struct {
+			Type        string           `json:"type"`
+			Coordinates [][][][2]float64 `json:"coordinates"`
+		}
+		if err := json.Unmarshal(ti.Geometry, &mp); err != nil || mp.Type != "MultiPolygon" || len(mp.Coordinates) != 1 || len(mp.Coordinates[0]) != len(want) {
+			t.Fatalf("task %d's geometry: %s (%v)", ti.ID, ti.Geometry, err)
+		}
+		for i, r := range want {
+			got := mp.Coordinates[0][i]
+			if len(got) != len(r) {
+				t.Fatalf("task %d's ring %d: %v, want %v", ti.ID, i, got, r)
+			}
+			for k := range r {
+				if math.Abs(got[k][0]-r[k][0]) > 1e-9 || math.Abs(got[k][1]-r[k][1]) > 1e-9 {
+					t.Errorf("task %d's ring %d: %v, want %v", ti.ID, i, got, r)
+					break
+				}
+			}
+		}
+	}
+	checkGeometry(ti, [][][2]float64{ring})
+	b.waitFor("the exact count in the form", fmt.Sprintf(`document.getElementById('f-estimate').dataset.total === '%d'`, want))
+
+	// Done, then its area on the map, apart from the drawn polygon.
+	b.waitFor("the polygon task DONE", fmt.Sprintf(`(() => { const r = document.querySelector('#finished tr[data-task-id="%d"]');
+		return !!r && r.dataset.state === 'DONE' && r.cells[5].textContent === '%d / %d'; })()`, id, want, want))
+	if ti := task(t, path); ti.State != "DONE" || ti.Processed != want {
+		t.Fatalf("task resource %+v", ti)
+	}
+	if n := eval[int](b, `document.querySelectorAll('#map-task path').length`); n != 0 {
+		t.Fatalf("%d task areas on the map before Show area", n)
+	}
+	b.do(chromedp.Click(chromedp.CSS(fmt.Sprintf(`#finished tr[data-task-id="%d"] button.show-area`, id))))
+	b.waitFor("the task's area", `document.querySelectorAll('#map-task path').length === 1`)
+	shown := eval[struct {
+		D, Task, TaskStroke, DraftStroke string
+	}](b, `(() => { const p = document.querySelector('#map-task path'), d = document.querySelector('#map-draft path');
+		return {d: p.getAttribute('d'), task: document.getElementById('map-task').dataset.taskId,
+			taskStroke: getComputedStyle(p).stroke, draftStroke: getComputedStyle(d).stroke}; })()`)
+	var pts [][2]float64
+	for _, m := range regexp.MustCompile(`([ML])(-?[\d.]+) (-?[\d.]+)`).FindAllStringSubmatch(shown.D, -1) {
+		var x, y float64
+		fmt.Sscan(m[2], &x)
+		fmt.Sscan(m[3], &y)
+		pts = append(pts, [2]float64{x, -y})
+	}
+	if len(pts) != 4 || !strings.HasSuffix(shown.D, "Z") || shown.Task != fmt.Sprint(id) {
+		t.Fatalf("task %d's area drawn as %q (task %s)", id, shown.D, shown.Task)
+	}
+	for i, p := range pts {
+		if math.Abs(p[0]-ring[i][0]) > 1e-9 || math.Abs(p[1]-ring[i][1]) > 1e-9 {
+			t.Errorf("the area's vertex %d is %v, the task's %v", i, p, ring[i])
+		}
+	}
+	if shown.TaskStroke == shown.DraftStroke || shown.TaskStroke == "" {
+		t.Errorf("the task's area and the drawn polygon are both stroked %q", shown.TaskStroke)
+	}
+	b.screenshot("tasks-polygon-area")
+
+	// Paste a WKT with a hole and truncate it with a 2-pixel buffer.
+	b.do(chromedp.Click(chromedp.ID("map-clear")))
+	if v := eval[string](b, `document.getElementById('f-geometry').value + document.querySelectorAll('#map-draft > *').length`); v != "0" {
+		t.Fatalf("after Clear: %q", v)
+	}
+	const wkt = "POLYGON((-30 -10, 50 -10, 50 40, -30 40, -30 -10), (0 0, 20 0, 20 20, 0 20, 0 0))"
+	setForm("truncate", 0, 4)
+	b.do(chromedp.Focus(chromedp.ID("f-geometry")), insertText(wkt),
+		chromedp.SendKeys(chromedp.ID("f-buffer"), "2"))
+	b.waitFor("the pasted polygon", `(() => { const p = document.querySelector('#map-draft path');
+		return !!p && (p.getAttribute('d').match(/[ML]/g) || []).length === 8; })()`)
+	pasted, _, err := area.ParseWKT(wkt, area.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantTrunc := exact(pasted, 2, 0, 4)
+	ids := eval[[]int64](b, `[...document.querySelectorAll('tr[data-task-id]')].map(r => +r.dataset.taskId)`)
+	b.do(chromedp.Click(chromedp.ID("f-submit")))
+	b.waitFor("the truncate's row", fmt.Sprintf(`document.querySelectorAll('#tasks tr[data-task-id], #finished tr[data-task-id]').length > %d`, len(ids)))
+	trunc := eval[int64](b, `Math.max(...[...document.querySelectorAll('tr[data-task-id]')].map(r => +r.dataset.taskId))`)
+	tpath := fmt.Sprintf("/rest/tasks/%d.json", trunc)
+	e.mu.Lock()
+	e.tasks = append(e.tasks, tpath)
+	e.mu.Unlock()
+	tt := waitTask(t, tpath)
+	if !strings.EqualFold(tt.Type, "truncate") || tt.Buffer != 2 || tt.Total != wantTrunc || tt.State != "DONE" {
+		t.Errorf("truncate task %+v, want %d tiles with a buffer of 2", tt, wantTrunc)
+	}
+	checkGeometry(tt, [][][2]float64{
+		{{-30, -10}, {50, -10}, {50, 40}, {-30, 40}, {-30, -10}},
+		{{0, 0}, {20, 0}, {20, 20}, {0, 20}, {0, 0}},
+	})
+	b.waitFor("the truncate's exact count in the form", fmt.Sprintf(`document.getElementById('f-estimate').dataset.total === '%d'`, wantTrunc))
+	t.Logf("drawn polygon: %d tiles of 682 (task %d); pasted WKT with a hole, buffer 2: %d (task %d)", want, id, wantTrunc, trunc)
+
+	b.checkLocal()
+	b.checkNoErrors()
+
+	// A polygon off the gridset: the server's one-line refusal, under the
+	// form. Chromium logs the 400 response itself, and nothing else.
+	before := len(b.errors())
+	b.do(chromedp.Click(chromedp.ID("map-clear")), chromedp.Focus(chromedp.ID("f-geometry")),
+		insertText(`{"type":"Polygon","coordinates":[[[200,10],[210,10],[210,20],[200,10]]]}`))
+	b.do(chromedp.Click(chromedp.ID("f-submit")))
+	b.waitFor("the refusal", `document.getElementById('form-msg').classList.contains('error')`)
+	if msg := eval[string](b, `document.getElementById('form-msg').textContent`); !strings.Contains(msg, "HTTP 400") || !strings.Contains(msg, "outside gridset") {
+		t.Errorf("refusal shown as %q", msg)
+	}
+	b.screenshot("tasks-polygon-refused")
+	b.checkLocal()
+	if errs := b.errors()[before:]; len(errs) != 1 || !strings.Contains(errs[0], "status of 400") {
+		t.Errorf("page errors after the refusal: %q", errs)
+	}
+}
+
+// insertText types text into the focused element at once, as a paste does
+// (one input event).
+func insertText(text string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, input.InsertText, input.InsertTextParams{Text: text})
+		return err
+	})
 }

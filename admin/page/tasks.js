@@ -272,7 +272,7 @@
       row.cells[6].className = row.cells[7].className = 'num';
       const b = killButton('Kill', `Kill task ${id}`, () => killTask(id));
       b.disabled = true;
-      row.cells[8].append(b);
+      row.cells[8].append(b, ' ', areaButton(id));
       return row;
     });
     for (const t of active) {
@@ -307,6 +307,7 @@
       row.cells[7].textContent = left;
       const b = row.cells[8].firstChild;
       b.disabled = !info || !t.active;
+      row.cells[8].lastChild.hidden = !(info && info.geometry);
     }
     $('no-tasks').hidden = active.length > 0;
     $('tasks').hidden = active.length === 0;
@@ -320,10 +321,11 @@
     const tbody = $('finished').tBodies[0];
     syncRows(tbody, done.map((t) => t.id), (id) => {
       const row = el('tr', {'data-task-id': id});
-      for (let i = 0; i < 10; i++) {
+      for (let i = 0; i < 11; i++) {
         row.append(el('td'));
       }
       row.cells[5].className = row.cells[6].className = row.cells[7].className = 'num';
+      row.cells[10].append(areaButton(id));
       return row;
     });
     for (const t of done) {
@@ -345,6 +347,7 @@
         info.abortReason || info.lastError || '',
       ]);
       row.cells[4].className = 'state state-' + info.state.toLowerCase();
+      row.cells[10].firstChild.hidden = !info.geometry;
     }
     $('no-finished').hidden = done.length > 0;
     $('finished').hidden = done.length === 0;
@@ -390,6 +393,17 @@
     renderActive();
     renderFinished();
     renderLayers();
+    renderTotal();
+  }
+
+  // renderTotal puts a submitted polygon task's exact tile count, from its
+  // resource, where the form's estimate was.
+  function renderTotal() {
+    const t = awaitTotal && tasks.get(awaitTotal);
+    if (t && t.info) {
+      $('f-estimate').textContent = `task ${t.id}: ${fmtInt(t.info.total)} tiles in the polygon`;
+      $('f-estimate').dataset.total = t.info.total;
+    }
   }
 
   // --- actions ---
@@ -398,7 +412,7 @@
   async function killTask(id) {
     try {
       await request(`rest/tasks/${id}`, {method: 'DELETE'});
-      $('form-msg').textContent = `Asked to kill task ${id}.`;
+      formMsg(`Asked to kill task ${id}.`);
     } catch (e) {
       showError(e.message);
     }
@@ -410,9 +424,7 @@
     const path = layer ? `rest/seed/${encodeURIComponent(layer)}` : 'rest/seed';
     try {
       await request(path, {method: 'POST', body});
-      $('form-msg').textContent = layer
-        ? `Asked to kill the ${which} tasks of layer ${layer}.`
-        : `Asked to kill all tasks.`;
+      formMsg(layer ? `Asked to kill the ${which} tasks of layer ${layer}.` : `Asked to kill all tasks.`);
     } catch (e) {
       showError(e.message);
     }
@@ -466,10 +478,13 @@
       sum += g.tiles[stop] || 0;
     }
     ze.value = stop;
+    showExtent(g);
     estimate();
   }
 
   function estimate() {
+    awaitTotal = 0;
+    delete $('f-estimate').dataset.total;
     const g = currentGridset();
     const a = Number($('f-zoomStart').value);
     const b = Number($('f-zoomStop').value);
@@ -481,7 +496,24 @@
     for (let z = Math.max(a, 0); z <= b && z < g.tiles.length; z++) {
       n += g.tiles[z];
     }
-    $('f-estimate').textContent = `${fmtInt(n)} tiles`;
+    // A polygon's tiles are counted exactly by the server: the box count
+    // of the levels is only an upper bound.
+    $('f-estimate').textContent = polygonMode()
+      ? `at most ${fmtInt(n)} tiles; the exact count after submitting`
+      : `${fmtInt(n)} tiles`;
+  }
+
+  // formMsg and formError write the line under the form.
+  function formMsg(text) {
+    const m = $('form-msg');
+    m.textContent = text;
+    m.className = 'muted';
+  }
+
+  function formError(text) {
+    const m = $('form-msg');
+    m.textContent = text;
+    m.className = 'error';
   }
 
   async function submit(e) {
@@ -503,6 +535,29 @@
     if (params.length) {
       req.parameters = {entry: params};
     }
+    const polygon = polygonMode();
+    if (polygon) {
+      let g;
+      try {
+        g = readGeometry();
+      } catch (err) {
+        formError(`The polygon cannot be sent: ${err.message}`);
+        return;
+      }
+      if (!g) {
+        formError('Draw a polygon on the map or paste one, or choose the whole layer.');
+        return;
+      }
+      req.geometry = g.geometry;
+      // A WKT with an SRID of its own is read in that CRS by the server.
+      if (!g.srid) {
+        req.geometrySrs = 'EPSG:4326';
+      }
+      const buffer = $('f-buffer').value.trim();
+      if (buffer !== '') {
+        req.buffer = Number(buffer);
+      }
+    }
     $('f-submit').disabled = true;
     try {
       const r = await request(`rest/seed/${encodeURIComponent(layer)}.json`, {
@@ -511,22 +566,376 @@
         body: JSON.stringify({seedRequest: req}),
       });
       const m = /\/rest\/tasks\/(\d+)\.json$/.exec(r.headers.get('Location') || '');
+      const area = polygon ? ' in a polygon' : '';
       if (m) {
         task(Number(m[1]));
         save();
-        $('form-msg').textContent = `Task ${m[1]} submitted: ${req.type} of ${layer}.`;
+        formMsg(`Task ${m[1]} submitted: ${req.type} of ${layer}${area}.`);
+        if (polygon) {
+          awaitTotal = Number(m[1]);
+          $('f-estimate').textContent = `task ${m[1]}: counting its tiles…`;
+        }
       } else {
-        $('form-msg').textContent = `Submitted: ${req.type} of ${layer}.`;
+        formMsg(`Submitted: ${req.type} of ${layer}${area}.`);
       }
       showError('');
     } catch (err) {
-      $('form-msg').textContent = '';
-      showError(`The request was refused: ${err.message}`);
+      formError(`The request was refused: ${err.message}`);
     } finally {
       $('f-submit').disabled = false;
     }
     pollSoon();
   }
+
+  // --- the area: the whole layer, or a polygon drawn on the map or pasted ---
+
+  // The map is an SVG in lon/lat: x is the longitude, y minus the latitude
+  // (the viewBox is -180 -90 360 180), so a point's place is just (lon, -lat).
+  const SVG_NS = 'http://www.w3.org/2000/svg';
+  const DIGITS = 100; // clicked vertices are rounded to 0.01°, finer than a pixel of the map
+
+  function svg(tag, attrs = {}) {
+    const e = document.createElementNS(SVG_NS, tag);
+    for (const [k, v] of Object.entries(attrs)) {
+      e.setAttribute(k, v);
+    }
+    return e;
+  }
+
+  // The polygon being drawn: clicked vertices (an open ring), closed or not;
+  // or the polygons of pasted text (pasted, then clicks add nothing).
+  const draft = {points: [], closed: false, pasted: null};
+  let awaitTotal = 0; // the submitted polygon task whose exact total the form shows
+
+  const polygonMode = () => $('f-area-polygon').checked;
+
+  function setMode(polygon) {
+    $('f-area-polygon').checked = polygon;
+    $('f-area-layer').checked = !polygon;
+    onMode();
+  }
+
+  function onMode() {
+    $('f-polygon').hidden = !polygonMode();
+    estimate();
+  }
+
+  function graticule() {
+    const g = $('map-grid');
+    for (let lon = -150; lon <= 150; lon += 30) {
+      g.append(svg('line', {x1: lon, y1: -90, x2: lon, y2: 90, class: lon === 0 ? 'axis' : ''}));
+      const t = svg('text', {x: lon + 1, y: 87});
+      t.textContent = `${lon}°`;
+      g.append(t);
+    }
+    for (let lat = -60; lat <= 60; lat += 30) {
+      g.append(svg('line', {x1: -180, y1: -lat, x2: 180, y2: -lat, class: lat === 0 ? 'axis' : ''}));
+      const t = svg('text', {x: -178, y: -lat - 1});
+      t.textContent = `${lat}°`;
+      g.append(t);
+    }
+  }
+
+  // showExtent outlines the selected layer's extent in its gridset, when
+  // rest/layers.json gives it in lon/lat.
+  function showExtent(g) {
+    const r = $('map-extent');
+    const e = g && g.extent;
+    if (!e) {
+      r.setAttribute('hidden', '');
+      return;
+    }
+    const [x0, y0, x1, y1] = e.map((v, i) => Math.max(-[180, 90][i % 2], Math.min([180, 90][i % 2], v)));
+    Object.entries({x: x0, y: -y1, width: x1 - x0, height: y1 - y0}).forEach(([k, v]) => r.setAttribute(k, v));
+    r.removeAttribute('hidden');
+  }
+
+  const round = (v) => Math.round(v * DIGITS) / DIGITS;
+
+  // mapPoint is the lon/lat under a mouse event, rounded, within the world.
+  function mapPoint(ev) {
+    const m = $('map').getScreenCTM();
+    if (!m) {
+      return null;
+    }
+    const p = new DOMPoint(ev.clientX, ev.clientY).matrixTransform(m.inverse());
+    return [round(Math.max(-180, Math.min(180, p.x))), round(Math.max(-90, Math.min(90, -p.y)))];
+  }
+
+  // ringPath is an SVG path of rings of [lon, lat] positions; a ring's
+  // closing position (equal to its first) is left to the Z.
+  function ringPath(rings) {
+    return rings
+      .map((r) => {
+        const n = r.length > 1 && r[0][0] === r[r.length - 1][0] && r[0][1] === r[r.length - 1][1] ? r.length - 1 : r.length;
+        return r
+          .slice(0, n)
+          .map((p, i) => `${i ? 'L' : 'M'}${p[0]} ${-p[1]}`)
+          .join(' ') + ' Z';
+      })
+      .join(' ');
+  }
+
+  function drawDraft() {
+    const g = $('map-draft');
+    g.replaceChildren();
+    if (draft.pasted) {
+      for (const rings of draft.pasted) {
+        g.append(svg('path', {d: ringPath(rings), 'fill-rule': 'evenodd'}));
+      }
+      return;
+    }
+    const pts = draft.points;
+    if (pts.length >= 3 && draft.closed) {
+      g.append(svg('path', {d: ringPath([pts])}));
+    } else if (pts.length >= 2) {
+      g.append(svg('polyline', {points: pts.map((p) => `${p[0]},${-p[1]}`).join(' ')}));
+    }
+    for (const p of pts) {
+      g.append(svg('circle', {cx: p[0], cy: -p[1], r: 1.6}));
+    }
+  }
+
+  function geometryMsg(text, bad) {
+    const m = $('f-geometry-msg');
+    m.textContent = text;
+    m.classList.toggle('bad', !!bad);
+  }
+
+  // drawn: the clicked vertices changed; the textarea gets them as a
+  // GeoJSON Polygon as soon as they make one.
+  function drawn() {
+    const pts = draft.points;
+    $('f-geometry').value = pts.length >= 3 ? JSON.stringify({type: 'Polygon', coordinates: [[...pts, pts[0]]]}) : '';
+    if (draft.closed) {
+      geometryMsg(`Closed polygon of ${pts.length} vertices. Clear to draw another.`);
+    } else if (pts.length) {
+      geometryMsg(`${pts.length} vertices: click to add more, double-click or Close polygon to finish.`);
+    } else {
+      geometryMsg('Click on the map to add vertices, or paste a polygon.');
+    }
+    drawDraft();
+    estimate();
+  }
+
+  function closeDraft() {
+    if (draft.pasted || draft.closed) {
+      return;
+    }
+    if (draft.points.length < 3) {
+      geometryMsg('A polygon needs at least 3 vertices.', true);
+      return;
+    }
+    draft.closed = true;
+    drawn();
+  }
+
+  function clearDraft() {
+    Object.assign(draft, {points: [], closed: false, pasted: null});
+    drawn();
+  }
+
+  // geoJSONPolygons lists the polygons (arrays of rings of [lon, lat]) of a
+  // GeoJSON Polygon, MultiPolygon, Feature or FeatureCollection.
+  function geoJSONPolygons(o) {
+    const out = [];
+    const add = (g) => {
+      switch (g && g.type) {
+        case 'Polygon':
+          out.push(g.coordinates);
+          break;
+        case 'MultiPolygon':
+          out.push(...(Array.isArray(g.coordinates) ? g.coordinates : [null]));
+          break;
+        case 'Feature':
+          add(g.geometry);
+          break;
+        case 'FeatureCollection':
+          (Array.isArray(g.features) ? g.features : []).forEach(add);
+          break;
+        default:
+          throw new Error(`a GeoJSON ${g && g.type ? g.type : 'value without a type'} is not a polygon`);
+      }
+    };
+    add(o);
+    return checkPolygons(out);
+  }
+
+  function checkPolygons(polys) {
+    if (!polys.length) {
+      throw new Error('no polygon');
+    }
+    for (const p of polys) {
+      const ok =
+        Array.isArray(p) &&
+        p.length > 0 &&
+        p.every((r) => Array.isArray(r) && r.length >= 4 && r.every((q) => Array.isArray(q) && q.length >= 2 && q.every(Number.isFinite)));
+      if (!ok) {
+        throw new Error('a polygon needs rings of at least 4 [lon, lat] positions');
+      }
+    }
+    return polys;
+  }
+
+  // wktPolygons reads WKT (POLYGON or MULTIPOLYGON, optionally SRID=n;)
+  // far enough to draw it; the server's parser has the last word.
+  function wktPolygons(s) {
+    const m = /^\s*(?:SRID\s*=\s*(\d+)\s*;)?\s*(MULTIPOLYGON|POLYGON)\s*(?:ZM|Z|M)?\s*(\(.*\))\s*$/is.exec(s);
+    if (!m) {
+      throw new Error('not GeoJSON, nor WKT POLYGON or MULTIPOLYGON');
+    }
+    const tokens = m[3].match(/[(),]|[^\s(),]+(?:\s+[^\s(),]+)*/g);
+    let i = 0;
+    const list = () => {
+      if (tokens[i++] !== '(') {
+        throw new Error('WKT: "(" expected');
+      }
+      const items = [];
+      for (;;) {
+        items.push(tokens[i] === '(' ? list() : tokens[i++].trim().split(/\s+/).map(Number));
+        const t = tokens[i++];
+        if (t === ')') {
+          return items;
+        }
+        if (t !== ',') {
+          throw new Error('WKT: "," or ")" expected');
+        }
+      }
+    };
+    const v = list();
+    if (i !== tokens.length) {
+      throw new Error('WKT: text after the geometry');
+    }
+    return {srid: m[1] ? Number(m[1]) : 0, polygons: checkPolygons(m[2].toUpperCase() === 'POLYGON' ? [v] : v)};
+  }
+
+  // readGeometry reads the textarea: the request's geometry (an object for
+  // GeoJSON, the text for WKT), its polygons to draw and the WKT's SRID.
+  function readGeometry() {
+    const text = $('f-geometry').value.trim();
+    if (!text) {
+      return null;
+    }
+    if (text[0] === '{') {
+      let o;
+      try {
+        o = JSON.parse(text);
+      } catch (e) {
+        throw new Error(`not valid JSON: ${e.message}`);
+      }
+      return {geometry: o, polygons: geoJSONPolygons(o), srid: 0};
+    }
+    const w = wktPolygons(text);
+    return {geometry: text, polygons: w.polygons, srid: w.srid};
+  }
+
+  // onGeometryInput draws what is typed or pasted into the textarea.
+  function onGeometryInput() {
+    setMode(true);
+    Object.assign(draft, {points: [], closed: false, pasted: null});
+    try {
+      const g = readGeometry();
+      if (g) {
+        const n = g.polygons.reduce((a, p) => a + p.reduce((b, r) => b + r.length, 0), 0);
+        if (g.srid && g.srid !== 4326) {
+          geometryMsg(`WKT in SRID ${g.srid}: not drawn; the server reads it in that CRS.`);
+        } else {
+          draft.pasted = g.polygons;
+          const off = g.polygons.some((p) => p.some((r) => r.some((q) => Math.abs(q[0]) > 180 || Math.abs(q[1]) > 90)));
+          geometryMsg(
+            `${g.polygons.length === 1 ? 'A polygon' : `${g.polygons.length} polygons`}, ${n} positions` +
+              (off ? ', partly outside −180..180 × −90..90.' : '.'),
+            off,
+          );
+        }
+      } else {
+        geometryMsg('Click on the map to add vertices, or paste a polygon.');
+      }
+    } catch (e) {
+      geometryMsg(`Cannot draw this: ${e.message}`, true);
+    }
+    drawDraft();
+    estimate();
+  }
+
+  // showTaskArea draws a task's area (its resource's geometry, a GeoJSON
+  // MultiPolygon in lon/lat) on the map, apart from the polygon being drawn.
+  function showTaskArea(id) {
+    const t = tasks.get(id);
+    const g = $('map-task');
+    g.replaceChildren();
+    let polys = [];
+    try {
+      polys = t && t.info && t.info.geometry ? geoJSONPolygons(t.info.geometry) : [];
+    } catch (e) {
+      polys = [];
+    }
+    if (!polys.length) {
+      hideTaskArea();
+      return;
+    }
+    for (const rings of polys) {
+      g.append(svg('path', {d: ringPath(rings)}));
+    }
+    g.dataset.taskId = id;
+    const info = t.info;
+    const buffer = info.buffer ? `, buffer ${info.buffer} px` : '';
+    $('map-task-label').textContent = `Showing the area of task ${id} (${info.type} of ${info.layer}${buffer}), dashed orange.`;
+    $('map-task-note').hidden = false;
+    $('map').scrollIntoView({block: 'nearest'});
+  }
+
+  function hideTaskArea() {
+    $('map-task').replaceChildren();
+    delete $('map-task').dataset.taskId;
+    $('map-task-note').hidden = true;
+  }
+
+  function areaButton(id) {
+    const b = el('button', {type: 'button', class: 'show-area', title: `Show the area of task ${id} on the map`, text: 'Show area'});
+    b.addEventListener('click', () => showTaskArea(id));
+    b.hidden = true;
+    return b;
+  }
+
+  $('map').addEventListener('click', (ev) => {
+    if (ev.button !== 0 || ev.detail > 1) {
+      return; // a double-click's second click closes the polygon
+    }
+    if (draft.pasted || draft.closed) {
+      geometryMsg('The polygon is complete: Clear to draw another.', true);
+      return;
+    }
+    const p = mapPoint(ev);
+    if (!p) {
+      return;
+    }
+    setMode(true);
+    const last = draft.points[draft.points.length - 1];
+    if (!last || last[0] !== p[0] || last[1] !== p[1]) {
+      draft.points.push(p);
+    }
+    drawn();
+  });
+  $('map').addEventListener('dblclick', (ev) => {
+    ev.preventDefault();
+    closeDraft();
+  });
+  $('map').addEventListener('mousemove', (ev) => {
+    const p = mapPoint(ev);
+    $('map-pos').textContent = p ? `lon ${p[0].toFixed(2)}, lat ${p[1].toFixed(2)}` : '';
+  });
+  $('map').addEventListener('mouseleave', () => {
+    $('map-pos').textContent = '';
+  });
+  $('map-close').addEventListener('click', closeDraft);
+  $('map-clear').addEventListener('click', clearDraft);
+  $('map-task-hide').addEventListener('click', hideTaskArea);
+  $('f-geometry').addEventListener('input', onGeometryInput);
+  $('f-area-layer').addEventListener('change', onMode);
+  $('f-area-polygon').addEventListener('change', onMode);
+  $('f-buffer').addEventListener('input', estimate);
+  graticule();
 
   $('f-layer').addEventListener('change', onLayer);
   $('f-gridset').addEventListener('change', onGridset);
