@@ -110,7 +110,7 @@ func seedCommand(typ string, connect connectFunc) *cobra.Command {
 	o := &seedOptions{}
 	w := &waitOptions{}
 	c := &cobra.Command{
-		Use:   typ + " --layer <name> --levels <z0-z1> [--gridset <name> | --srs <code>] [--bounds minx,miny,maxx,maxy] [--format <mime>] [--param NAME=VALUE]... [--threads <n>] [--wait]",
+		Use:   typ + " --layer <name> (--levels <z0-z1> [--bounds minx,miny,maxx,maxy] [--geometry <file>] | --tiles <file>) [--gridset <name> | --srs <code>] [--format <mime>] [--param NAME=VALUE]... [--threads <n>] [--wait]",
 		Short: seedShort[typ],
 		Long: seedShort[typ] + `.
 
@@ -133,6 +133,17 @@ ended: 0 done, 2 done with failed tiles, 3 aborted or killed.`,
 	f.IntVar(&o.threads, "threads", 0, "workers the task may use at once (default 1; truncate uses 1)")
 	f.IntVar(&o.retries, "retries", 0, "retries of a failed metatile (default: the server's)")
 	f.IntVar(&o.maxFailures, "max-failures", 0, "failed attempts after which the task is aborted (default: the server's)")
+	f.StringVar(&o.geometry, "geometry", "", "file (- for stdin) with a polygon, GeoJSON or WKT: the task is the tiles it overlaps")
+	f.StringVar(&o.geometrySRS, "geometry-srs", "", "the polygon's CRS, EPSG:4326 (default) or the gridset's")
+	f.Float64Var(&o.buffer, "buffer", 0, "grow the polygon by this many pixels of each level")
+	f.StringVar(&o.tiles, "tiles", "", "file (- for stdin) with a tile list, z/x/y lines as osm2pgsql writes them, instead of --levels")
+	f.StringVar(&o.scheme, "scheme", "", "rows of --tiles: xyz (from the top, the default) or tms")
+	f.IntVar(&o.parents, "parents", -1, "with --tiles: also the tiles covering them up to this level")
+	f.IntVar(&o.children, "children", -1, "with --tiles: also the tiles inside them down to this level")
+	if typ != "seed" {
+		f.BoolVar(&o.allParams, "all-parameters", false, "every parameter set stored, whatever its values")
+	}
+	o.stdin = os.Stdin
 	addWaitFlags(c, w, true)
 	c.RunE = runE(func(cmd *cobra.Command, _ []string) error {
 		// Not given: the server's defaults (tile_cache_admin's retry_count, max_failures).

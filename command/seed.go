@@ -9,6 +9,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -27,6 +28,17 @@ type seedOptions struct {
 	threads     int
 	retries     int // -1: the server's default
 	maxFailures int // -1: the server's default
+	// Areas other than a box (docs/rest.md, "Areas"): a polygon from a
+	// file, or a tile list from a file, and every stored parameter set.
+	geometry    string // file ("-": stdin) of GeoJSON or WKT
+	geometrySRS string
+	buffer      float64
+	allParams   bool
+	tiles       string // file ("-": stdin) of z/x/y lines
+	scheme      string
+	parents     int // -1: none
+	children    int // -1: none
+	stdin       io.Reader
 }
 
 // seedRequest is the JSON form of GeoWebCache's seedRequest (decisions.md).
@@ -43,6 +55,11 @@ type seedRequest struct {
 	Parameters  *parameters `json:"parameters,omitempty"`
 	RetryCount  *int        `json:"tileFailureRetryCount,omitempty"`
 	MaxFailures *int        `json:"totalFailuresBeforeAborting,omitempty"`
+	// Extensions of this cache.
+	Geometry      json.RawMessage `json:"geometry,omitempty"`
+	GeometrySRS   string          `json:"geometrySrs,omitempty"`
+	Buffer        float64         `json:"buffer,omitempty"`
+	AllParameters bool            `json:"allParameters,omitempty"`
 }
 
 type srsNumber struct {
@@ -69,13 +86,36 @@ func (o *seedOptions) request(typ string) (seedRequest, error) {
 	if r.Name == "" {
 		return r, usage("--layer is required")
 	}
-	if o.levels == "" {
-		return r, usage("--levels is required: a zoom level (5) or a range (0-8)")
-	}
 	var err error
-	if r.ZoomStart, r.ZoomStop, err = parseLevels(o.levels); err != nil {
-		return r, err
+	if o.tiles == "" {
+		if o.levels == "" {
+			return r, usage("--levels is required: a zoom level (5) or a range (0-8)")
+		}
+		if r.ZoomStart, r.ZoomStop, err = parseLevels(o.levels); err != nil {
+			return r, err
+		}
+	} else if o.levels != "" || o.bounds != "" || o.geometry != "" || o.srs != "" {
+		return r, usage("--tiles names the tiles: --levels, --bounds, --geometry and --srs do not go with it (--parents and --children add levels)")
 	}
+	if o.geometry != "" {
+		b, err := o.readFile("--geometry", o.geometry)
+		if err != nil {
+			return r, err
+		}
+		text := bytes.TrimSpace(b)
+		if len(text) > 0 && text[0] == '{' {
+			r.Geometry = text
+		} else {
+			r.Geometry, _ = json.Marshal(string(text)) // WKT, as a JSON string
+		}
+		r.GeometrySRS = o.geometrySRS
+	} else if o.geometrySRS != "" {
+		return r, usage("--geometry-srs needs --geometry")
+	}
+	if o.buffer < 0 || math.IsNaN(o.buffer) {
+		return r, usage("--buffer must be a number of pixels, 0 or more")
+	}
+	r.Buffer, r.AllParameters = o.buffer, o.allParams
 	if o.gridset != "" && o.srs != "" {
 		return r, usage("give --gridset or --srs, not both")
 	}
@@ -172,6 +212,79 @@ func parseBounds(s string) ([]float64, error) {
 	return out, nil
 }
 
+// readFile reads a file named by a flag, "-" being standard input.
+func (o *seedOptions) readFile(flag, name string) ([]byte, error) {
+	if name == "-" {
+		return io.ReadAll(o.stdin)
+	}
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return nil, usage("%s: %v", flag, err)
+	}
+	return b, nil
+}
+
+// listQuery is a tile list request's query string: the request's fields
+// and the list's own.
+func (o *seedOptions) listQuery(r seedRequest) (string, error) {
+	q := url.Values{"type": {r.Type}}
+	set := func(k, v string) {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	set("gridSetId", r.GridSetID)
+	set("format", r.Format)
+	set("scheme", o.scheme)
+	if r.ThreadCount > 0 {
+		q.Set("threadCount", strconv.Itoa(r.ThreadCount))
+	}
+	if o.parents >= 0 {
+		q.Set("parents", strconv.Itoa(o.parents))
+	}
+	if o.children >= 0 {
+		q.Set("children", strconv.Itoa(o.children))
+	}
+	if r.AllParameters {
+		q.Set("allParameters", "true")
+	}
+	if r.RetryCount != nil {
+		q.Set("tileFailureRetryCount", strconv.Itoa(*r.RetryCount))
+	}
+	if r.MaxFailures != nil {
+		q.Set("totalFailuresBeforeAborting", strconv.Itoa(*r.MaxFailures))
+	}
+	if r.Parameters != nil {
+		for _, e := range r.Parameters.Entry {
+			q.Set("parameter_"+e.String[0], e.String[1])
+		}
+	}
+	return q.Encode(), nil
+}
+
+// submitList posts a tile list, streamed from its file, and returns the
+// new task's id.
+func (c *client) submitList(ctx context.Context, o *seedOptions, r seedRequest) (int64, error) {
+	var body io.Reader = o.stdin
+	if o.tiles != "-" {
+		f, err := os.Open(o.tiles)
+		if err != nil {
+			return 0, usage("--tiles: %v", err)
+		}
+		defer f.Close()
+		body = f
+	}
+	q, err := o.listQuery(r)
+	if err != nil {
+		return 0, err
+	}
+	a, err := c.do(ctx, http.MethodPost, "/rest/seed/"+layerPath(r.Name)+"/tiles?"+q, "text/plain", body)
+	if err != nil {
+		return 0, err
+	}
+	return taskOf(a)
+}
+
 // layerPath is the path segment of a layer, escaped.
 func layerPath(layer string) string { return url.PathEscape(layer) }
 
@@ -188,6 +301,11 @@ func (c *client) submit(ctx context.Context, r seedRequest) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	return taskOf(a)
+}
+
+// taskOf reads the new task's id from an accepted request's Location.
+func taskOf(a answer) (int64, error) {
 	m := taskIDRe.FindStringSubmatch(a.header.Get("Location"))
 	if m == nil {
 		// A GeoWebCache answers so: the task started, but which one it is
@@ -250,7 +368,12 @@ func runSeed(ctx context.Context, c *client, typ string, o *seedOptions, w *wait
 	if err != nil {
 		return err
 	}
-	id, err := c.submit(ctx, req)
+	var id int64
+	if o.tiles != "" {
+		id, err = c.submitList(ctx, o, req)
+	} else {
+		id, err = c.submit(ctx, req)
+	}
 	if err != nil && ctx.Err() != nil {
 		return fail(ExitInterrupted, "interrupted before the server answered: the task may have been submitted (caddy tile-cache tasks)")
 	}
