@@ -12,7 +12,7 @@
 #      rendering). Reported: lines/s accepted (the POST's own time: the
 #      list is parsed as it streams in, the answer comes when it is a
 #      task), and Caddy's peak RSS (VmHWM) before and after.
-#   2. GetMaps: a SEED_LINES-line realistic list (default 20,000) seeded
+#   2. GetMaps: a SEED_LINES-line realistic list (default 5,000) seeded
 #      against bench/fakewms (1 ms per GetMap): the GetMaps the upstream
 #      saw against the distinct 4×4 metatiles of the list, counted here by
 #      sort -u, independently of the cache.
@@ -21,13 +21,13 @@
 #      count is made before it), then SEED_SECONDS (default 20) of seeding
 #      against the 1 ms fake WMS with Caddy's RSS sampled every second.
 #
-# Environment: LINES [10000000] SEED_LINES [20000] SEED_SECONDS [20]
+# Environment: LINES [10000000] SEED_LINES [5000] SEED_SECONDS [20]
 #   DEADLINE [900] KEEP=1 (keep the temp dir)
 # The report also goes to bench/results/areas-<date>-<time>.txt.
 set -euo pipefail
 
 LINES=${LINES:-10000000}
-SEED_LINES=${SEED_LINES:-20000}
+SEED_LINES=${SEED_LINES:-5000}
 SEED_SECONDS=${SEED_SECONDS:-20}
 DEADLINE=${DEADLINE:-900}
 

@@ -6,6 +6,7 @@
 //
 //	<layer>/generation                                          current generation (decimal text; none: 1)
 //	<layer>/epoch                                               changed by every range deletion (text; none: 0)
+//	<layer>/params/<gridset>/<format>/<params>                  a tile set's parameter values (params.go)
 //	<layer>/<gen>/<gridset>/<format>/<params>/<z>/<x>/<y>.<ext> one tile
 //
 // <format> is the format's extension for the plain MIME types ("png" for
