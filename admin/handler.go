@@ -46,7 +46,7 @@ type Handler struct {
 	// CheckpointInterval is how often running tasks' progress is saved in
 	// the store, to resume from after a restart or crash. Default 2s.
 	CheckpointInterval caddy.Duration `json:"checkpoint_interval,omitempty"`
-	// Limits (limits.go; 0 is the default): request body bytes (1 MiB,
+	// Limits (limits.go; 0 is the default): request body bytes (8 MiB,
 	// else 413), pending and running tasks (1000, else 429), tiles of a
 	// seed or reseed task (100000000, else 400), bytes of a seed request's
 	// parameter name or value (1024, else 400).

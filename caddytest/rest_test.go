@@ -578,10 +578,10 @@ func TestRESTSeedBadRequests(t *testing.T) {
 	}
 }
 
-// A body over 1 MiB is 413; 1 MiB exactly is fine.
+// A body over max_body (8 MiB by default) is 413; 8 MiB exactly is fine.
 func TestRESTBodyLimit(t *testing.T) {
 	e := newREST(t, "workers 2", "")
-	const limit = 1 << 20
+	const limit = 8 << 20 // max_body's default
 	pad := func(head, tail string, size int) string {
 		return head + strings.Repeat(" ", size-len(head)-len(tail)) + tail
 	}
@@ -593,15 +593,15 @@ func TestRESTBodyLimit(t *testing.T) {
 		body := pad(c.head, c.tail, limit)
 		a := e.rest("POST", "/rest/seed/test:a."+c.ext, "", body)
 		if a.status != 200 {
-			t.Errorf("%s of exactly 1 MiB: %d %q", c.ext, a.status, truncate(a.body))
+			t.Errorf("%s of exactly 8 MiB: %d %q", c.ext, a.status, truncate(a.body))
 		}
 		body = pad(c.head, c.tail, limit+1)
-		mustPlain(t, c.ext+" over 1 MiB", e.rest("POST", "/rest/seed/test:a."+c.ext, "", body), 413)
-		mustPlain(t, c.ext+" of 3 MiB", e.rest("POST", "/rest/seed/test:a."+c.ext, "", pad(c.head, c.tail, 3*limit)), 413)
+		mustPlain(t, c.ext+" over 8 MiB", e.rest("POST", "/rest/seed/test:a."+c.ext, "", body), 413)
+		mustPlain(t, c.ext+" of 16 MiB", e.rest("POST", "/rest/seed/test:a."+c.ext, "", pad(c.head, c.tail, 2*limit)), 413)
 	}
-	mustPlain(t, "mass truncate over 1 MiB", e.rest("POST", "/rest/masstruncate", "text/xml",
+	mustPlain(t, "mass truncate over 8 MiB", e.rest("POST", "/rest/masstruncate", "text/xml",
 		pad(`<truncateLayer><layerName>test:a</layerName><!--`, `--></truncateLayer>`, limit+1)), 413)
-	mustPlain(t, "kill form over 1 MiB", e.rest("POST", "/rest/seed", formCT, pad("kill_all=all&x=", "", limit+1)), 413)
+	mustPlain(t, "kill form over 8 MiB", e.rest("POST", "/rest/seed", formCT, pad("kill_all=all&x=", "", limit+1)), 413)
 }
 
 // Success is 200 with an empty body and a Location naming

@@ -295,6 +295,11 @@ func resolveGeometry(s *Spec, g *tilecache.Grid, r Request) error {
 	}
 	s.GeometrySRS = from
 	s.setGeometry(geom, g)
+	// The task's bounds, as its resource shows them: the polygon's box
+	// inside the requested bounds (or the gridset's extent).
+	if in := s.Bounds.Intersect(gb); in.MinX < in.MaxX && in.MinY < in.MaxY {
+		s.Bounds = in
+	}
 	for i := range s.Ranges {
 		z := s.ZoomStart + i
 		// A tile is in when its rectangle grown by the buffer overlaps
