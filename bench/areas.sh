@@ -11,7 +11,8 @@
 #      the same work for any type; a seed of 10 M lines is hours of
 #      rendering). Reported: lines/s accepted (the POST's own time: the
 #      list is parsed as it streams in, the answer comes when it is a
-#      task), and Caddy's peak RSS (VmHWM) before and after.
+#      task), Caddy's RssAnon before and at its peak during the POST
+#      (sampled every 0.1 s), and VmHWM (peak RSS, mapped files included).
 #   2. GetMaps: a SEED_LINES-line realistic list (default 5,000) seeded
 #      against bench/fakewms (1 ms per GetMap): the GetMaps the upstream
 #      saw against the distinct 4×4 metatiles of the list, counted here by
@@ -19,7 +20,8 @@
 #   3. Polygons: a world polygon with holes (EPSG:4326, levels 0..14: over
 #      700 M tiles) submitted as a seed: the time to the answer (the exact
 #      count is made before it), then SEED_SECONDS (default 20) of seeding
-#      against the 1 ms fake WMS with Caddy's RSS sampled every second.
+#      against the 1 ms fake WMS with Caddy's RssAnon sampled every second
+#      (and RssFile, Badger's mapped files, which grow with what is stored).
 #
 # Environment: LINES [10000000] SEED_LINES [5000] SEED_SECONDS [20]
 #   DEADLINE [900] KEEP=1 (keep the temp dir)
@@ -42,7 +44,7 @@ for v in LINES SEED_LINES SEED_SECONDS DEADLINE; do
 done
 
 TMP=$(mktemp -d /tmp/areas.XXXXXX)
-CADDY_PID="" FAKE_PID="" WATCHDOG_PID=""
+CADDY_PID="" FAKE_PID="" WATCHDOG_PID="" SAMPLER=""
 stop_pid() {
 	local p=$1
 	[[ -n $p ]] && kill -0 "$p" 2>/dev/null || return 0
@@ -55,6 +57,7 @@ cleanup() {
 	local rc=$?
 	trap - EXIT INT TERM
 	[[ -n $WATCHDOG_PID ]] && kill "$WATCHDOG_PID" 2>/dev/null || true
+	[[ -n $SAMPLER ]] && kill "$SAMPLER" 2>/dev/null || true
 	stop_pid "$CADDY_PID"
 	stop_pid "$FAKE_PID"
 	if ((rc != 0)) && [[ -s $TMP/caddy.log ]]; then
@@ -120,7 +123,12 @@ CADDY_PID=$!
 for _ in $(seq 100); do curl -fs "http://127.0.0.1:$ADMIN_PORT/config/" >/dev/null 2>&1 && break; sleep 0.1; done
 kill -0 "$CADDY_PID" || die "Caddy did not start"
 REST=http://127.0.0.1:$HTTP_PORT/geowebcache/rest
+# rss FIELD: Caddy's VmRSS, VmHWM or RssAnon in MB. RssAnon is the
+# memory Caddy's code holds; VmRSS adds the mapped pages of Badger's files
+# (page cache the kernel takes back), which grow with what is stored.
 rss() { awk -v k="$1:" '$1 == k { print int($2 / 1024) }' "/proc/$CADDY_PID/status"; }
+# sample_anon FILE: RssAnon every 0.1 s into FILE until killed.
+sample_anon() { while :; do rss RssAnon >>"$1"; sleep 0.1; done; }
 kill_task() { curl -fs -u admin:bench -X DELETE "$1" >/dev/null || true; }
 wait_done() { # wait_done URL: until DONE or ABORTED
 	local s
@@ -135,18 +143,24 @@ wait_done() { # wait_done URL: until DONE or ABORTED
 out "bench/areas.sh on $(nproc) cores, $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD)"
 out ""
 out "1. tile lists of $LINES lines, accepted as a truncate task"
-out "   list        lines/s    POST s   distinct tiles   RSS before  peak RSS (VmHWM) after"
+out "   list        lines/s    POST s   distinct tiles   RssAnon before / peak   VmHWM after"
 for kind in realistic random; do
 	"$TMP/tilelistgen" -kind "$kind" -n "$LINES" >"$TMP/$kind.list"
-	before=$(rss VmRSS)
+	before=$(rss RssAnon)
+	: >"$TMP/anon"
+	sample_anon "$TMP/anon" &
+	SAMPLER=$!
 	read -r code took loc < <(curl -s -o "$TMP/post.out" -u admin:bench --data-binary "@$TMP/$kind.list" \
 		-H 'Content-Type: text/plain' -w '%{http_code} %{time_total} %header{location}\n' \
 		"$REST/seed/bench:list/tiles?type=truncate&gridSetId=EPSG:900913")
+	kill "$SAMPLER"
+	wait "$SAMPLER" 2>/dev/null || true
 	[[ $code == 200 ]] || die "POST of the $kind list: $code $(cat "$TMP/post.out")"
 	tiles=$(curl -fs -u admin:bench "$loc" | jq .listTiles)
 	kill_task "$loc"
 	wait_done "$loc" >/dev/null
-	out "$(printf '   %-10s %9.0f %8.2f %16s %9s MB %9s MB' "$kind" "$(echo "$LINES / $took" | bc -l)" "$took" "$tiles" "$before" "$(rss VmHWM)")"
+	peak=$(sort -n "$TMP/anon" | tail -1)
+	out "$(printf '   %-10s %9.0f %8.2f %16s %10s / %4s MB %8s MB' "$kind" "$(echo "$LINES / $took" | bc -l)" "$took" "$tiles" "$before" "$peak" "$(rss VmHWM)")"
 	rm -f "$TMP/$kind.list"
 done
 
@@ -180,14 +194,16 @@ read -r code took loc < <(curl -s -o "$TMP/post.out" -u admin:bench -H 'Content-
 [[ $code == 200 ]] || die "polygon seed: $code $(cat "$TMP/post.out")"
 total=$(curl -fs -u admin:bench "$loc" | jq .total)
 out "$(printf '   counted and accepted in %.3f s: %s tiles' "$took" "$total")"
-samples=()
+samples=() files=()
 for _ in $(seq "$SEED_SECONDS"); do
 	sleep 1
-	samples+=("$(rss VmRSS)")
+	samples+=("$(rss RssAnon)")
+	files+=("$(rss RssFile)")
 done
 done_tiles=$(curl -fs -u admin:bench "$loc" | jq .processed)
 kill_task "$loc"
 sorted=$(printf '%s\n' "${samples[@]}" | sort -n)
 out "   seeding for ${SEED_SECONDS} s: $done_tiles tiles, $(curl -fs "http://127.0.0.1:$WMS_PORT/stats" | jq .getmap) GetMaps;" \
-	"RSS each second (MB): ${samples[*]} (min $(head -1 <<<"$sorted"), max $(tail -1 <<<"$sorted"))"
+	"RssAnon each second (MB): ${samples[*]} (min $(head -1 <<<"$sorted"), max $(tail -1 <<<"$sorted"));" \
+	"RssFile (Badger's mapped files) from ${files[0]} to ${files[-1]} MB"
 log "report: $REPORT"
