@@ -45,14 +45,6 @@ done
 
 TMP=$(mktemp -d /tmp/areas.XXXXXX)
 CADDY_PID="" FAKE_PID="" WATCHDOG_PID="" SAMPLER=""
-stop_pid() {
-	local p=$1
-	[[ -n $p ]] && kill -0 "$p" 2>/dev/null || return 0
-	kill -TERM "$p" 2>/dev/null || true
-	for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-	kill -KILL "$p" 2>/dev/null || true
-	wait "$p" 2>/dev/null || true
-}
 cleanup() {
 	local rc=$?
 	trap - EXIT INT TERM

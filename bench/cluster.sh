@@ -99,14 +99,6 @@ T_START=$(date +%s)
 TMP=$(mktemp -d /tmp/cluster-bench.XXXXXX)
 FAKE_PID="" MINIO_PID="" WATCHDOG_PID=""
 NODE_PIDS=()
-stop_pid() { # stop_pid PID: TERM, then KILL after 5 s
-	local p=$1
-	[[ -n $p ]] && kill -0 "$p" 2>/dev/null || return 0
-	kill -TERM "$p" 2>/dev/null || true
-	for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-	kill -KILL "$p" 2>/dev/null || true
-	wait "$p" 2>/dev/null || true
-}
 stop_nodes() {
 	local p
 	for p in "${NODE_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done

@@ -4,7 +4,8 @@
 # starts the watchdog that TERMs the script at DEADLINE seconds (its pid
 # in WATCHDOG_PID, for cleanup to stop), opens the report
 # $HERE/results/NAME-<date>-<time>.txt (REPORT, STAMP; out prints a line to
-# both) and installs jq if it is missing.
+# both) and installs jq if it is missing. stop_pid is the scripts' way of
+# stopping what they started.
 frame() {
 	trap cleanup EXIT
 	trap 'exit 130' INT
@@ -24,3 +25,12 @@ frame() {
 		{ apt-get update >/dev/null && apt-get install -y jq >/dev/null; } || die "could not install jq"
 }
 out() { printf '%s\n' "$*" | tee -a "$REPORT"; }
+# stop_pid PID: TERM, then KILL after 5 s (for the scripts' cleanup).
+stop_pid() {
+	local p=$1
+	[[ -n $p ]] && kill -0 "$p" 2>/dev/null || return 0
+	kill -TERM "$p" 2>/dev/null || true
+	for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+	kill -KILL "$p" 2>/dev/null || true
+	wait "$p" 2>/dev/null || true
+}
