@@ -63,14 +63,8 @@ CADDY_PID="" MCF_STARTED=0 UPSTREAM_STARTED=0 WATCHDOG_PID=""
 
 log() { printf '%s peers: %s\n' "$(date +%T)" "$*" >&2; }
 die() { log "FAIL: $*"; exit 1; }
-stop_pid() {
-	local p=$1
-	[[ -n $p ]] && kill -0 "$p" 2>/dev/null || return 0
-	kill -TERM "$p" 2>/dev/null || true
-	for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-	kill -KILL "$p" 2>/dev/null || true
-	wait "$p" 2>/dev/null || true
-}
+# stop_pid (and out) come from frame.sh; this script sets up its own frame.
+. "$HERE/frame.sh"
 cleanup() {
 	local rc=$?
 	trap - EXIT INT TERM
