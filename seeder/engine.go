@@ -265,9 +265,9 @@ func (e *Engine) Submit(spec Spec) (*Task, error) {
 	t.Total = spec.Tiles()
 	if spec.Type == Truncate {
 		t.Spec.Threads = 1
-		t.Total *= int64(len(spec.Sets))
-	} else if spec.AllParams {
-		t.Total *= int64(len(spec.Sets))
+	}
+	if spec.Type == Truncate || spec.AllParams {
+		t.Total *= int64(len(spec.Sets)) // the area, once per tile set
 	}
 	t.iter = newPlan(&t.Spec, int64(l.MetaWidth), int64(l.MetaHeight))
 	if reg != nil {
@@ -276,7 +276,7 @@ func (e *Engine) Submit(spec Spec) (*Task, error) {
 		}
 		return t, nil
 	}
-	if spec.dataKind() != "" && reg == nil {
+	if spec.dataKind() != "" {
 		// Saved once, before the record that names it.
 		b, err := spec.encodeData()
 		if err == nil {
