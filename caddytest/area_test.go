@@ -327,6 +327,23 @@ func TestAllParameterSets(t *testing.T) {
 		sameTiles(t, "set "+set.Params+" after truncating every set", storedTiles(t, e.dir, set, g, 0, 3), want)
 	}
 	sameTiles(t, "the other layer", storedTiles(t, e.dir, other, g, 0, 3), full)
+
+	// A tile list and a box, each truncated in every set at once.
+	a := e.rest("POST", "/rest/seed/test:a/tiles?type=truncate&gridSetId=EPSG:4326&allParameters=true&scheme=tms", "text/plain", "3 15 7\n3 14 7\n")
+	if a.status != 200 {
+		t.Fatalf("tile list truncate of every set: %d %q", a.status, a.body)
+	}
+	lt := waitTask(t, strings.TrimPrefix(a.header.Get("Location"), restURL("")))
+	bt := waitTask(t, e.submit("test:a", "json", `{"seedRequest":{"gridSetId":"EPSG:4326","zoomStart":0,"zoomStop":0,"type":"truncate","allParameters":true}}`))
+	if lt.State != "DONE" || lt.Total != 2*2 || bt.State != "DONE" || bt.Total != 2*2 || bt.ParameterSets != 2 {
+		t.Fatalf("list truncate %+v, box truncate %+v: want 2 tiles × 2 sets each", lt, bt)
+	}
+	for _, idx := range []gridset.Index{{X: 15, Y: 7, Z: 3}, {X: 14, Y: 7, Z: 3}, {X: 0, Y: 0, Z: 0}, {X: 1, Y: 0, Z: 0}} {
+		delete(want, idx)
+	}
+	for _, set := range sets {
+		sameTiles(t, "set "+set.Params+" after the list and box truncations of every set", storedTiles(t, e.dir, set, g, 0, 3), want)
+	}
 }
 
 func count(ss []string, v string) int {
