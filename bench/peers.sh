@@ -16,8 +16,12 @@
 # cache is lossless), 2 threads/workers each, from an empty cache each
 # time. The tile counts of the three caches are checked equal.
 #
-# Two layers: test:polygons (the project's vector data) and test:relief (a
-# shaded relief raster: tens of thousands of colours per metatile).
+# Three layers: test:polygons (the project's vector data), test:relief (a
+# shaded relief raster: tens of thousands of colours per metatile) and
+# test:mosaic (50,000 overlapping antialiased polygons, a colour each:
+# thousands of colours per tile, no palette applies; the kind of map the
+# project was not tuned on). For each, the colours per tile and the share
+# of flat (single-colour) tiles of what we stored are printed.
 # ROUNDS rounds, interleaved: replay, ours, mapcache, mapproxy, replay, ...
 #
 # Printed per run: wall seconds, x the replay of the same round, CPU
@@ -28,7 +32,7 @@
 # time (bench/hitlat, a new connection each) idle and while a 2-thread seed
 # of the other layer runs beside it.
 #
-# Environment: ROUNDS [3] MAXZ [5] LAYERS ["test:polygons test:relief"]
+# Environment: ROUNDS [3] MAXZ [5] LAYERS ["test:polygons test:relief test:mosaic"]
 #   HITS [300] hits per latency measurement (0: skip that part)
 #   UPFORMAT [image/png] the FORMAT every tool asks MapServer for a layer's
 #     metatiles in (tile_cache upstream_format, MapCache's <FORMAT> param,
@@ -41,12 +45,12 @@
 #   DEADLINE [1200] seconds; the script stops itself after
 #   KEEP=1 keeps the temp dir
 # Report: bench/results/peers-<date>-<time>.txt. Everything started here is
-# stopped on exit. About 6 minutes on an idle 2-core machine.
+# stopped on exit. About 9 minutes on an idle 2-core machine (three layers).
 set -euo pipefail
 
 ROUNDS=${ROUNDS:-3}
 MAXZ=${MAXZ:-5}
-LAYERS=${LAYERS:-"test:polygons test:relief"}
+LAYERS=${LAYERS:-"test:polygons test:relief test:mosaic"}
 HITS=${HITS:-300}
 UPFORMAT=${UPFORMAT:-image/png}
 DEADLINE=${DEADLINE:-1200}
@@ -427,8 +431,10 @@ for L in $LAYERS; do
 	out "median secs: replay $MED_replay, ours $MED_ours ($(awk -v a="$MED_ours" -v b="$MED_replay" 'BEGIN { printf "%.2f", a / b }')x), mapcache $MED_mapcache ($(awk -v a="$MED_mapcache" -v b="$MED_replay" 'BEGIN { printf "%.2f", a / b }')x), mapproxy $MED_mapproxy ($(awk -v a="$MED_mapproxy" -v b="$MED_replay" 'BEGIN { printf "%.2f", a / b }')x); ours/mapcache = $(awk -v a="$MED_ours" -v b="$MED_mapcache" 'BEGIN { printf "%.2f", a / b }') (goal <= 0.7)"
 	out "$(printf '%-9s %6s %10s %10s  %s' tool tiles mean_B mean_B_z4 'PNG types')"
 	stat_line ours "$TMP/ours-$s" "$TMP/ours-$s/4"
+	colors=$("$TMP/pngstat" -colors "$TMP/ours-$s")
 	stat_line mapcache "$TMP/mc-$s/cache" "$(find "$TMP/mc-$s/cache" -mindepth 3 -maxdepth 3 -type d -name 04)"
 	stat_line mapproxy "$TMP/mp-$s/cache" "$(find "$TMP/mp-$s/cache" -mindepth 2 -maxdepth 2 -type d -name 4)"
+	out "$L tiles: colours per tile mean $(sed -E 's/.*colors_mean=([0-9.]+).*/\1/' <<<"$colors"), max $(sed -E 's/.*colors_max=([0-9]+).*/\1/' <<<"$colors"); over 256 colours $(sed -E 's/.*over256=([0-9]+).*/\1/' <<<"$colors"), flat $(sed -E 's/.*flat=([0-9]+).*/\1/' <<<"$colors") of $(sed -E 's/.*files=([0-9]+).*/\1/' <<<"$colors")"
 	out ""
 done
 

@@ -12,7 +12,9 @@
 // A DIR is walked for *.png files (symbolic links followed as files) and
 // summarised on one line instead:
 //
-//	dir=D files=N bytes=N mean_bytes=M types=rgb:N,palette:N,... [colors_mean=M colors_max=N over256=N]
+//	dir=D files=N bytes=N mean_bytes=M types=rgb:N,palette:N,... [colors_mean=M colors_max=N over256=N flat=N]
+//
+// (flat: images of a single colour, such as open sea.)
 //
 // -colors decodes every image and counts distinct RGBA colours (slow for
 // thousands of files). Only IHDR is read otherwise. Exit status 1 when a
@@ -145,7 +147,7 @@ func main() {
 
 func summarise(dir string, countColors bool) bool {
 	var n, total, colorSum int64
-	var colorMax, over256 int
+	var colorMax, over256, flat int
 	types := map[string]int{}
 	ok := true
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
@@ -169,6 +171,9 @@ func summarise(dir string, countColors bool) bool {
 		if in.colors > 256 {
 			over256++
 		}
+		if in.colors == 1 {
+			flat++
+		}
 		return nil
 	})
 	if err != nil {
@@ -186,7 +191,7 @@ func summarise(dir string, countColors bool) bool {
 	}
 	fmt.Printf("dir=%s files=%d bytes=%d mean_bytes=%.1f types=%s", dir, n, total, float64(total)/float64(max(1, n)), strings.Join(ts, ","))
 	if countColors {
-		fmt.Printf(" colors_mean=%.1f colors_max=%d over256=%d", float64(colorSum)/float64(max(1, n)), colorMax, over256)
+		fmt.Printf(" colors_mean=%.1f colors_max=%d over256=%d flat=%d", float64(colorSum)/float64(max(1, n)), colorMax, over256, flat)
 	}
 	fmt.Println()
 	return ok
