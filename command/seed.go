@@ -226,7 +226,7 @@ func (o *seedOptions) readFile(flag, name string) ([]byte, error) {
 
 // listQuery is a tile list request's query string: the request's fields
 // and the list's own.
-func (o *seedOptions) listQuery(r seedRequest) (string, error) {
+func (o *seedOptions) listQuery(r seedRequest) string {
 	q := url.Values{"type": {r.Type}}
 	set := func(k, v string) {
 		if v != "" {
@@ -259,7 +259,7 @@ func (o *seedOptions) listQuery(r seedRequest) (string, error) {
 			q.Set("parameter_"+e.String[0], e.String[1])
 		}
 	}
-	return q.Encode(), nil
+	return q.Encode()
 }
 
 // submitList posts a tile list, streamed from its file, and returns the
@@ -274,11 +274,7 @@ func (c *client) submitList(ctx context.Context, o *seedOptions, r seedRequest) 
 		defer f.Close()
 		body = f
 	}
-	q, err := o.listQuery(r)
-	if err != nil {
-		return 0, err
-	}
-	a, err := c.do(ctx, http.MethodPost, "/rest/seed/"+layerPath(r.Name)+"/tiles?"+q, "text/plain", body)
+	a, err := c.do(ctx, http.MethodPost, "/rest/seed/"+layerPath(r.Name)+"/tiles?"+o.listQuery(r), "text/plain", body)
 	if err != nil {
 		return 0, err
 	}
