@@ -162,9 +162,9 @@ func TestPolygonSeedAndTruncate(t *testing.T) {
 		t.Fatal(err)
 	}
 	gone, _ := selected(g, lonlat, 2.5, 0, 5)
-	body, _ := json.Marshal(map[string]any{"seedRequest": map[string]any{"gridSetId": "EPSG:4326", "zoomStart": 0, "zoomStop": 5,
-		"type": "truncate", "geometry": wkt, "buffer": 2.5}})
-	tt := waitTask(t, e.submit("test:a", "json", string(body)))
+	// (In XML this time: the same extension, as elements.)
+	tt := waitTask(t, e.submit("test:a", "xml", `<seedRequest><gridSetId>EPSG:4326</gridSetId><zoomStart>0</zoomStart>`+
+		`<zoomStop>5</zoomStop><type>truncate</type><geometry>`+wkt+`</geometry><buffer>2.5</buffer></seedRequest>`))
 	if tt.State != "DONE" || tt.Total != int64(len(gone)) || tt.Processed != tt.Total || tt.Buffer != 2.5 {
 		t.Fatalf("polygon truncate %+v; the polygon has %d tiles", tt, len(gone))
 	}
