@@ -439,9 +439,13 @@ for L in $LAYERS; do
 done
 
 # ---------------------------------------------------------------- hits while seeding
-if ((HITS > 0)); then
-	set -- $LAYERS
-	HL=$1 SL=${2:-$1} # hits on the first layer, seeding the second
+set -- $LAYERS
+if ((HITS > 0)) && (($# < 2)); then
+	# Each tool's seed starts from an empty cache, so hits on the layer
+	# being seeded would be misses (ours) or errors (MapCache's 500s).
+	out "-- cache hits while seeding: skipped, they need two layers (hits on the first, a seed of the second)"
+elif ((HITS > 0)); then
+	HL=$1 SL=$2 # hits on the first layer, seeding the second
 	hs=$(short "$HL")
 	# MapCache's own front end (FastCGI behind lighttpd) on the first layer's cache.
 	mkdir -p "$TMP/mcf/htdocs"
