@@ -298,7 +298,7 @@ truncate_layer() { # truncate_layer LAYER: curl's time_total in TL_TIME; waits f
 	done
 	(($(reclaimed) > n0)) || die "no reclaim of $1 within 120 s"
 	RECLAIM=$(grep 'truncated layer reclaimed' "$TMP/caddy.log" | tail -n 1 |
-		jq -r '"\(.tiles) tiles in \(.took * 1000 | round) ms"')
+		jq -r '"\(.took * 1000 | round) ms (writes held \(.writes_held * 1000 | round) ms, \(.value_log_files_freed) value-log files freed)"')
 	TL_TIME=$t
 }
 tile_state() { # tile_state LAYER TILESIZE X Y: HIT or MISS of the tile at column X, row Y

@@ -23,10 +23,11 @@ type Badger struct {
 	log  *zap.Logger
 	stop chan struct{}
 	done sync.WaitGroup
-	// mu serialises generation changes (write lock) against Puts (read
-	// lock): a Put that read the old generation must commit before the
-	// generation moves on, or its tiles would land in a generation whose
-	// reclaim may already have gone past them, and leak for ever.
+	// mu serialises generation changes and DropPrefix (write lock)
+	// against every write (read lock): a Put that read the old generation
+	// must commit before the generation moves on, or its tiles would land
+	// in a generation whose reclaim may already have gone past them, and
+	// leak for ever; and DropPrefix fails any write made while it runs.
 	mu     sync.RWMutex
 	gens   sync.Map // layer → *atomic.Uint64
 	closed atomic.Bool
@@ -64,6 +65,10 @@ type Options struct {
 	// local tier in front of shared storage, whose tiles may be truncated
 	// by another node. Zero: tiles stay until deleted.
 	TileTTL time.Duration
+
+	// valueLogFileSize replaces the 256 MiB value-log files, so that tests
+	// see several files (and GC freeing some) with a few MB of tiles.
+	valueLogFileSize int64
 }
 
 // pool shares one open database per directory within the process, so a
@@ -118,7 +123,11 @@ func open(dir string, o Options) (*Badger, error) {
 		o.MinFreeSpace = DefaultMinFreeSpace
 	}
 	log := caddy.Log().Named("tile_cache.store").With(zap.String("dir", dir))
-	db, err := badger.Open(badgerOptions(dir, o.ValueThreshold).WithLogger(badgerLogger{log.Sugar()}))
+	bo := badgerOptions(dir, o.ValueThreshold)
+	if o.valueLogFileSize > 0 {
+		bo = bo.WithValueLogFileSize(o.valueLogFileSize)
+	}
+	db, err := badger.Open(bo.WithLogger(badgerLogger{log.Sugar()}))
 	if err != nil {
 		return nil, fmt.Errorf("opening tile store %s: %w", dir, err)
 	}
@@ -268,15 +277,35 @@ func (s *Badger) gcLoop(every time.Duration) {
 		case <-s.stop:
 			return
 		case <-t.C:
-			n := 0
-			for n < 16 && s.db.RunValueLogGC(0.5) == nil {
-				n++
-			}
-			if n > 0 {
+			if n := s.collectGarbage(); n > 0 {
 				s.log.Debug("value log GC", zap.Int("files_rewritten", n))
 			}
 		}
 	}
+}
+
+// maxGCRounds bounds one collection: each round rewrites one value-log
+// file (up to 256 MiB), and the store may be closing.
+const maxGCRounds = 64
+
+// collectGarbage rewrites the value-log files that are at least half
+// garbage, one after another, until none is left or the store closes, and
+// reports how many it rewrote. Badger never rewrites the file being
+// written, so up to one file of garbage stays.
+func (s *Badger) collectGarbage() int {
+	n := 0
+	for n < maxGCRounds && !s.stopping() && s.db.RunValueLogGC(0.5) == nil {
+		n++
+	}
+	return n
+}
+
+// write runs fn in a read-write transaction, under the read lock of s.mu
+// that a DropPrefix's write lock excludes (see truncate.go).
+func (s *Badger) write(fn func(txn *badger.Txn) error) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.db.Update(fn)
 }
 
 func (s *Badger) loadGenerations() error {

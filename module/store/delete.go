@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/dgraph-io/badger/v4"
 
@@ -21,9 +22,10 @@ var errCorruptKey = errors.New("store: malformed tile key")
 // DeleteSet deletes every tile of one tile set (layer, gridset, format,
 // parameter set) in the layer's current generation and reports how many it
 // deleted. It reads keys only, never values, so its cost does not grow
-// with the size of the images; the value-log space comes back with the
-// next value-log garbage collection. To empty a whole layer, TruncateLayer
-// is cheaper still.
+// with the size of the images. The value-log space comes back only once
+// compactions have met the deletions and told the value log (see
+// truncate.go). To empty a whole layer, TruncateLayer is cheaper and gives
+// the space back at once.
 func (s *Badger) DeleteSet(set Set) (int64, error) {
 	if err := checkSet(set); err != nil {
 		return 0, err
@@ -222,6 +224,7 @@ func (s *Badger) deletePrefix(prefix []byte, stop func() bool) (n int64, complet
 // write batches of deleteChunk keys.
 type deleter struct {
 	db     *badger.DB
+	gate   *sync.RWMutex // the store's mu, read-locked while writing
 	prefix []byte
 	txn    *badger.Txn
 	it     *badger.Iterator
@@ -231,7 +234,7 @@ type deleter struct {
 }
 
 func (s *Badger) newDeleter(prefix []byte) *deleter {
-	return &deleter{db: s.db, prefix: prefix}
+	return &deleter{db: s.db, gate: &s.mu, prefix: prefix}
 }
 
 // iterator returns the current key-only iterator, opening one on a fresh
@@ -274,6 +277,8 @@ func (d *deleter) flush() error {
 	if len(d.keys) == 0 {
 		return nil
 	}
+	d.gate.RLock()
+	defer d.gate.RUnlock()
 	wb := d.db.NewWriteBatch()
 	for _, k := range d.keys {
 		if err := wb.Delete(k); err != nil {

@@ -45,7 +45,7 @@ func (s *Badger) RecordParams(set Set, canonical string) error {
 	if err := s.space.reserve(int64(len(canonical)) + 128); err != nil {
 		return err
 	}
-	return s.db.Update(func(txn *badger.Txn) error { return txn.Set(paramsKey(set), []byte(canonical)) })
+	return s.write(func(txn *badger.Txn) error { return txn.Set(paramsKey(set), []byte(canonical)) })
 }
 
 // RecordedParams implements ParamsRecorder.

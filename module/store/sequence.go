@@ -11,6 +11,9 @@ func (s *Badger) NextID(name string) (uint64, error) {
 		return 0, ErrClosed
 	}
 	defer s.leave()
+	// GetSequence and a Next past the leased block write to the database.
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	s.seqMu.Lock()
 	defer s.seqMu.Unlock()
 	seq, ok := s.seqs[name]

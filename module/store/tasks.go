@@ -25,7 +25,7 @@ func (s *Badger) PutTask(id int64, record []byte) error {
 	if err := s.space.reserve(int64(len(record)) + 64); err != nil {
 		return err
 	}
-	err := s.db.Update(func(txn *badger.Txn) error {
+	err := s.write(func(txn *badger.Txn) error {
 		return txn.Set(taskKey(id), record)
 	})
 	if err != nil {
@@ -44,7 +44,7 @@ func (s *Badger) DeleteTask(id int64) error {
 		return ErrClosed
 	}
 	defer s.leave()
-	return s.db.Update(func(txn *badger.Txn) error {
+	return s.write(func(txn *badger.Txn) error {
 		if err := txn.Delete(taskDataKey(id)); err != nil {
 			return err
 		}
@@ -61,7 +61,7 @@ func (s *Badger) PutTaskData(id int64, data []byte) error {
 	if err := s.space.reserve(int64(len(data)) + 64); err != nil {
 		return err
 	}
-	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(taskDataKey(id), data) }); err != nil {
+	if err := s.write(func(txn *badger.Txn) error { return txn.Set(taskDataKey(id), data) }); err != nil {
 		return err
 	}
 	return s.db.Sync()

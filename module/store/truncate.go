@@ -40,14 +40,17 @@ type drop struct {
 // finishes never leaves invisible tiles behind for ever: Open resumes
 // every reclaim it finds recorded.
 //
-// The reclaim deletes the old generation with key-only iteration and
-// write batches, not with Badger's DropPrefix: DropPrefix makes every
-// concurrent write fail with ErrBlockedWrites for as long as it runs (it
-// flushes the memtables and compacts every level holding the prefix), so
-// a truncation would make the cache fail to store tiles and fail any other
-// truncation or drop started meanwhile; batched deletes run alongside
-// normal traffic, and stop between chunks when the store closes. Either
-// way, the space in the value log is freed by its garbage collection.
+// The reclaim drops the old generation with Badger's DropPrefix and then
+// garbage-collects the value log at once, so that the disk follows: keys
+// deleted one by one (as this store did before) leave their values in the
+// value log until compactions happen to meet both the tombstones and the
+// values, and in the meantime value-log GC finds nothing to free (measured
+// with bench/diskreclaim: 400,000 tiles, 1.65 GB, and nothing given back a
+// minute later). DropPrefix tells the value log at once how much of each
+// file it made garbage. It refuses concurrent writes (ErrBlockedWrites)
+// while it runs, so it runs under the write lock of s.mu, which every
+// write of this store takes for reading: writes wait for the drop (68 ms
+// for a layer of 400,000 tiles) instead of failing.
 func (s *Badger) TruncateLayer(layer string) error {
 	_, err := s.truncate(layer)
 	return err
@@ -187,8 +190,12 @@ func (s *Badger) reclaimLoop() {
 	}
 }
 
-// reclaim deletes the tiles of one truncated generation, then its record.
+// reclaim drops the tiles of one truncated generation, gives their
+// value-log space back, then deletes the generation's record.
 func (s *Badger) reclaim(d *drop) error {
+	if s.stopping() {
+		return errStopped // the record stays; the next Open resumes it
+	}
 	start := time.Now()
 	if cur := s.Generation(d.layer); d.gen >= cur {
 		// Only a damaged or hand-edited database gets here. Deleting the
@@ -197,17 +204,19 @@ func (s *Badger) reclaim(d *drop) error {
 		s.log.Error("refusing to reclaim the live generation of a layer",
 			zap.String("layer", d.layer), zap.Uint64("generation", d.gen), zap.Uint64("current", cur))
 	} else {
-		n, complete, err := s.deletePrefix(generationPrefix(nil, d.layer, d.gen), s.stopping)
+		s.mu.Lock()
+		err := s.db.DropPrefix(generationPrefix(nil, d.layer, d.gen))
+		s.mu.Unlock()
 		if err != nil {
 			return err
 		}
-		if !complete {
-			return errStopped
-		}
+		dropped := time.Since(start)
+		files := s.collectGarbage()
 		s.log.Info("truncated layer reclaimed", zap.String("layer", d.layer),
-			zap.Uint64("generation", d.gen), zap.Int64("tiles", n), zap.Duration("took", time.Since(start)))
+			zap.Uint64("generation", d.gen), zap.Duration("writes_held", dropped),
+			zap.Int("value_log_files_freed", files), zap.Duration("took", time.Since(start)))
 	}
-	return s.db.Update(func(txn *badger.Txn) error {
+	return s.write(func(txn *badger.Txn) error {
 		return txn.Delete(dropKey(d.layer, d.gen))
 	})
 }
