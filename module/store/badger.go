@@ -49,6 +49,14 @@ type Badger struct {
 	seqs  map[string]*badger.Sequence
 
 	tileTTL time.Duration
+
+	// Usage accounting (usage.go): on when opened with Options.Usage.
+	usage      atomic.Bool   // changed only under mu's write lock
+	recounting atomic.Bool   // the first count after usage was turned on runs
+	recountCh  chan struct{} // capacity 1: asks the usage loop to recount
+	useq       atomic.Uint64 // numbers delta records within this run
+
+	valueThreshold int64 // Options.ValueThreshold, for valueSize
 }
 
 // Options tune a store. Zero values take the defaults.
@@ -65,6 +73,12 @@ type Options struct {
 	// local tier in front of shared storage, whose tiles may be truncated
 	// by another node. Zero: tiles stay until deleted.
 	TileTTL time.Duration
+
+	// Usage keeps, in the same transaction as every tile written or
+	// deleted, how many tiles and bytes each level of each tile set holds
+	// (usage.go). Off, nothing is kept and writes cost what they did. Not
+	// with TileTTL: expired tiles leave without a write.
+	Usage bool
 
 	// valueLogFileSize replaces the 256 MiB value-log files, so that tests
 	// see several files (and GC freeing some) with a few MB of tiles.
@@ -84,8 +98,9 @@ var opens atomic.Uint64
 // Opens is how many times a store directory was opened in this process.
 func Opens() uint64 { return opens.Load() }
 
-// Open returns the store for dir, opening it on first use. Each Open must
-// be paired with one Release.
+// Open returns the store for dir, opening it on first use with opts; a
+// later Open of an open store shares it as it is (SetUsage changes usage
+// accounting then). Each Open must be paired with one Release.
 func Open(dir string, opts Options) (*Badger, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -133,7 +148,7 @@ func open(dir string, o Options) (*Badger, error) {
 	}
 	opens.Add(1)
 	s := &Badger{db: db, dir: dir, log: log, stop: make(chan struct{}), kick: make(chan struct{}, 1),
-		space: spaceGuard{dir: dir, minFree: o.MinFreeSpace}, tileTTL: o.TileTTL}
+		space: spaceGuard{dir: dir, minFree: o.MinFreeSpace}, tileTTL: o.TileTTL, valueThreshold: o.ValueThreshold}
 	if err := s.loadGenerations(); err != nil {
 		db.Close()
 		return nil, err
@@ -144,7 +159,13 @@ func open(dir string, o Options) (*Badger, error) {
 		db.Close()
 		return nil, err
 	}
-	s.done.Add(2)
+	s.recountCh = make(chan struct{}, 1)
+	if err := s.startUsage(o.Usage && o.TileTTL == 0); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("opening tile store %s: usage records: %w", dir, err)
+	}
+	s.done.Add(3)
+	go s.usageLoop()
 	go s.gcLoop(o.GCInterval)
 	go s.reclaimLoop()
 	log.Info("tile store opened")
@@ -388,18 +409,53 @@ func (s *Badger) Put(entries []Entry, at time.Time) error {
 	s.mu.RLock() // no generation change between reading it and committing
 	defer s.mu.RUnlock()
 	gen := s.Generation(entries[0].Key.Layer)
+	// With usage, a Put reads the tiles it replaces; another Put of the
+	// same tiles committing first is a conflict, and this one reads them
+	// again.
+	return retryConflicts(func() error { return s.put(entries, at, gen) })
+}
+
+func (s *Badger) put(entries []Entry, at time.Time, gen uint64) error {
 	txn := s.db.NewTransaction(true)
 	defer txn.Discard()
+	var delta levelDelta
+	var inBatch map[string]int64 // counted size of each key written so far
+	if s.usage.Load() {
+		delta = levelDelta{}
+		inBatch = make(map[string]int64, len(entries))
+	}
 	for i := range entries {
 		e := &entries[i]
 		if e.Key.Layer != entries[0].Key.Layer {
 			return errors.New("store: one batch holds one layer")
 		}
-		entry := badger.NewEntry(tileKey(nil, &e.Key, gen), encodeValue(e.Data, at))
+		key := tileKey(nil, &e.Key, gen)
+		value := encodeValue(e.Data, at)
+		if delta != nil {
+			size := valueSize(len(key), len(value), s.valueThreshold)
+			tiles, bytes := int64(1), size
+			// A key twice in one batch: Badger reports no size for a
+			// write pending in the transaction.
+			if prev, twice := inBatch[string(key)]; twice {
+				tiles, bytes = 0, size-prev
+			} else if item, err := txn.Get(key); err == nil {
+				tiles, bytes = 0, size-item.ValueSize()
+			} else if !errors.Is(err, badger.ErrKeyNotFound) {
+				return err
+			}
+			inBatch[string(key)] = size
+			delta.add(usageLevelOf(key), tiles, bytes)
+		}
+		entry := badger.NewEntry(key, value)
 		if s.tileTTL > 0 {
 			entry = entry.WithTTL(s.tileTTL)
 		}
 		if err := txn.SetEntry(entry); err != nil {
+			return err
+		}
+	}
+	if delta != nil {
+		if err := delta.write(txn, &s.useq); err != nil {
 			return err
 		}
 	}
@@ -426,7 +482,7 @@ func (s *Badger) DropTiles() error {
 	defer s.leave()
 	s.mu.Lock() // no Put between reading a generation and committing
 	defer s.mu.Unlock()
-	return s.db.DropPrefix([]byte{tagTile})
+	return s.db.DropPrefix([]byte{tagTile}, []byte{tagUsage}, []byte{tagUsageDelta})
 }
 
 // Has implements Store.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/dgraph-io/badger/v4"
 
@@ -224,7 +225,9 @@ func (s *Badger) deletePrefix(prefix []byte, stop func() bool) (n int64, complet
 // write batches of deleteChunk keys.
 type deleter struct {
 	db     *badger.DB
-	gate   *sync.RWMutex // the store's mu, read-locked while writing
+	gate   *sync.RWMutex  // the store's mu, read-locked while writing
+	usage  *atomic.Bool   // the store's: whether deletions are counted
+	seq    *atomic.Uint64 // the store's: numbers delta records
 	prefix []byte
 	txn    *badger.Txn
 	it     *badger.Iterator
@@ -234,7 +237,9 @@ type deleter struct {
 }
 
 func (s *Badger) newDeleter(prefix []byte) *deleter {
-	return &deleter{db: s.db, gate: &s.mu, prefix: prefix}
+	d := &deleter{db: s.db, gate: &s.mu, prefix: prefix, seq: &s.useq}
+	d.usage = &s.usage
+	return d
 }
 
 // iterator returns the current key-only iterator, opening one on a fresh
@@ -279,6 +284,13 @@ func (d *deleter) flush() error {
 	}
 	d.gate.RLock()
 	defer d.gate.RUnlock()
+	if d.usage.Load() { // under the gate: usage changes under its write lock
+		if err := d.deleteCounted(); err != nil {
+			return err
+		}
+		d.keys, d.arena = d.keys[:0], nil
+		return nil
+	}
 	wb := d.db.NewWriteBatch()
 	for _, k := range d.keys {
 		if err := wb.Delete(k); err != nil {
@@ -294,4 +306,64 @@ func (d *deleter) flush() error {
 	// the old keys' bytes for all this code knows.
 	d.keys, d.arena = d.keys[:0], nil
 	return nil
+}
+
+// deleteCounted deletes the gathered keys and writes what they held to
+// the usage records, in one transaction: it reads each key again there,
+// so a tile replaced or deleted since the iteration is counted as it is
+// now (or conflicts, and the chunk is done again).
+func (d *deleter) deleteCounted() error {
+	return retryConflicts(func() error {
+		n, err := d.deleteCountedOnce()
+		d.n += n
+		return err
+	})
+}
+
+func (d *deleter) deleteCountedOnce() (int64, error) {
+	var n int64
+	keys := d.keys
+	for len(keys) > 0 {
+		done, err := d.deleteCountedTxn(keys)
+		n += int64(done)
+		if err != nil {
+			return n, err
+		}
+		keys = keys[done:]
+	}
+	return n, nil
+}
+
+// deleteCountedTxn deletes as many of keys as one transaction holds and
+// reports how many it went through (deleted or already gone).
+func (d *deleter) deleteCountedTxn(keys [][]byte) (int, error) {
+	txn := d.db.NewTransaction(true)
+	defer txn.Discard()
+	delta := levelDelta{}
+	// Room for the delta records of the levels a chunk spans.
+	const reserve = 16
+	i := 0
+	for ; i < len(keys); i++ {
+		k := keys[i]
+		item, err := txn.Get(k)
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		size := item.ValueSize()
+		if err := txn.Delete(k); errors.Is(err, badger.ErrTxnTooBig) && i > reserve {
+			// Do fewer, leaving room for the delta records.
+			txn.Discard()
+			return d.deleteCountedTxn(keys[:i-reserve])
+		} else if err != nil {
+			return 0, err
+		}
+		delta.add(usageLevelOf(k), -1, -size)
+	}
+	if err := delta.write(txn, d.seq); err != nil {
+		return 0, err
+	}
+	return i, txn.Commit()
 }

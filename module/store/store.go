@@ -77,3 +77,14 @@ type Tasks interface {
 }
 
 var _ Store = (*Badger)(nil)
+
+// UsageReporter is a store that counts what its tile sets hold (the
+// Badger store opened with Options.Usage; usage.go).
+type UsageReporter interface {
+	// Usage returns every non-empty level of every tile set, and whether
+	// the first count after accounting was turned on still runs (the
+	// figures are then incomplete). ErrUsageOff: accounting is off.
+	Usage() (levels []LevelUsage, recounting bool, err error)
+}
+
+var _ UsageReporter = (*Badger)(nil)

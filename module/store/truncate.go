@@ -205,7 +205,10 @@ func (s *Badger) reclaim(d *drop) error {
 			zap.String("layer", d.layer), zap.Uint64("generation", d.gen), zap.Uint64("current", cur))
 	} else {
 		s.mu.Lock()
-		err := s.db.DropPrefix(generationPrefix(nil, d.layer, d.gen))
+		tiles := generationPrefix(nil, d.layer, d.gen)
+		usage := append([]byte{tagUsage}, tiles[1:]...)
+		deltas := append([]byte{tagUsageDelta}, tiles[1:]...)
+		err := s.db.DropPrefix(tiles, usage, deltas)
 		s.mu.Unlock()
 		if err != nil {
 			return err
