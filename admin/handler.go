@@ -292,6 +292,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 			return nil
 		}
 		return h.layers(w)
+	case "usage": // an extension (usage.go)
+		if !allow(w, r, http.MethodGet) {
+			return nil
+		}
+		return h.usage(w)
 	}
 	return httpx.Text(w, http.StatusNotFound, "no such resource")
 }
@@ -314,6 +319,8 @@ func parsePath(escaped string) (route, bool, error) {
 		return route{kind: "masstruncate"}, true, nil
 	case rest == "layers.json":
 		return route{kind: "layers"}, true, nil
+	case rest == "usage.json":
+		return route{kind: "usage"}, true, nil
 	case strings.HasPrefix(rest, "tasks/"):
 		// tasks/<id>.json, as the seed POST's Location names it, or
 		// tasks/<id>: one resource.

@@ -212,7 +212,17 @@ func (c *Cache) open(log *zap.Logger, st store.Store, storage certmagic.Storage)
 // bucket with the directory keeping tasks (and the local tier).
 func (c *Cache) openStore(log *zap.Logger) (store.Store, error) {
 	if c.cfg.S3 == nil {
-		return store.Open(c.cfg.Storage, store.Options{})
+		st, err := store.Open(c.cfg.Storage, store.Options{Usage: c.cfg.Usage})
+		if err != nil {
+			return nil, err
+		}
+		// On a reload the store is open already, with the old config's
+		// setting.
+		if err := st.SetUsage(c.cfg.Usage); err != nil {
+			st.Release()
+			return nil, err
+		}
+		return st, nil
 	}
 	sc := c.cfg.S3.Config
 	// Credentials come as placeholders ({env.AWS_SECRET_ACCESS_KEY}), so

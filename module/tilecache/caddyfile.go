@@ -216,6 +216,11 @@ func (c *Config) parseOption(d *caddyfile.Dispenser) error {
 		return intArgs(d, &c.MaxMissesPerClient)
 	case "storage":
 		return oneArg(d, &c.Storage)
+	case "usage":
+		if d.NextArg() {
+			return d.ArgErr()
+		}
+		c.Usage = true
 	case "jpeg_quality":
 		return intArgs(d, &c.JPEGQuality)
 	case "neutral_params":

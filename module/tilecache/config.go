@@ -43,6 +43,10 @@ type Config struct {
 	// Storage is the Badger directory. Default: tile_cache in Caddy's data
 	// directory. With S3 it keeps the node's tasks, and the local tier.
 	Storage string `json:"storage,omitempty"`
+	// Usage counts the tiles and bytes of every level of every tile set in
+	// the store, in the same write as the tiles (package store, usage.go):
+	// served by the REST interface's rest/usage.json. Badger storage only.
+	Usage bool `json:"usage,omitempty"`
 	// S3 keeps the tiles in an S3-compatible bucket, shared by every node
 	// that names it, instead of in the Badger directory.
 	S3 *S3Config `json:"s3,omitempty"`
@@ -253,6 +257,9 @@ func (c *Config) validate() error {
 		if l := c.S3.Local; l != nil && (l.MaxSize < 0 || l.TTL < 0) {
 			return errors.New("s3: local max_size and ttl must not be negative")
 		}
+	}
+	if c.Usage && c.S3 != nil {
+		return errors.New("usage counts tiles in the Badger store; it is not available with s3 storage")
 	}
 	if c.Cluster != nil {
 		if c.S3 == nil {
