@@ -766,23 +766,33 @@ func untruncate(tb testing.TB, s *Badger, layer string) {
 	s.drops = s.drops[:0]
 }
 
+// BenchmarkDeleteRange100k deletes 100,000 tiles, with usage accounting
+// off and on (then each deletion reads its tile again in its transaction).
 func BenchmarkDeleteRange100k(b *testing.B) {
-	s := openT(b, b.TempDir())
-	set := Set{Layer: "l", Gridset: "g", Format: "png", Params: "p"}
-	r := gridset.Range{MinX: 0, MinY: 0, MaxX: 399, MaxY: 249}
-	var deleted int64
-	b.ResetTimer()
-	for range b.N {
-		b.StopTimer()
-		fill(b, s, set, 12, 0, 0, 400, 250, 600)
-		b.StartTimer()
-		n, err := s.DeleteRange(set, 12, r, nil)
-		if err != nil || n != 100_000 {
-			b.Fatalf("deleted %d, %v", n, err)
-		}
-		deleted += n
+	for _, usage := range []bool{false, true} {
+		b.Run(fmt.Sprint("usage=", usage), func(b *testing.B) {
+			s, err := Open(b.TempDir(), Options{Usage: usage})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Release()
+			set := Set{Layer: "l", Gridset: "g", Format: "png", Params: "p"}
+			r := gridset.Range{MinX: 0, MinY: 0, MaxX: 399, MaxY: 249}
+			var deleted int64
+			b.ResetTimer()
+			for range b.N {
+				b.StopTimer()
+				fill(b, s, set, 12, 0, 0, 400, 250, 600)
+				b.StartTimer()
+				n, err := s.DeleteRange(set, 12, r, nil)
+				if err != nil || n != 100_000 {
+					b.Fatalf("deleted %d, %v", n, err)
+				}
+				deleted += n
+			}
+			b.ReportMetric(float64(deleted)/b.Elapsed().Seconds(), "tiles/s")
+		})
 	}
-	b.ReportMetric(float64(deleted)/b.Elapsed().Seconds(), "tiles/s")
 }
 
 // BenchmarkReclaim100k compares the two ways of deleting a truncated

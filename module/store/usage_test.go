@@ -83,6 +83,26 @@ func sortedUsage(t *testing.T, s *Badger) []LevelUsage {
 	return u
 }
 
+// waitRecount waits for the recount that turning usage on started; the
+// deadline only keeps a broken recount from hanging the suite.
+func waitRecount(t *testing.T, s *Badger) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, recounting, err := s.Usage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !recounting {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the recount did not finish within 30 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 func checkUsage(t *testing.T, s *Badger, when string) {
 	t.Helper()
 	got, want := sortedUsage(t, s), scanUsage(t, s)
@@ -257,24 +277,8 @@ func TestUsageRecountedWhenTurnedOn(t *testing.T) {
 	fillSized(s, 40)
 	s.Release()
 
-	waitRecount := func(s *Badger) {
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			_, recounting, err := s.Usage()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !recounting {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("the recount did not finish within 30 s")
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
 	s = openUsage(t, dir)
-	waitRecount(s)
+	waitRecount(t, s)
 	checkUsage(t, s, "after the recount")
 	fillSized(s, 60) // 20 more, 40 replaced
 	checkUsage(t, s, "counted writes after the recount")
@@ -284,7 +288,7 @@ func TestUsageRecountedWhenTurnedOn(t *testing.T) {
 	fillSized(s, 90)
 	s.Release()
 	s = openUsage(t, dir)
-	waitRecount(s)
+	waitRecount(t, s)
 	checkUsage(t, s, "after a spell without usage")
 }
 
@@ -384,100 +388,5 @@ func BenchmarkPutMetatile(b *testing.B) {
 				}
 			})
 		}
-	}
-}
-
-// BenchmarkDeleteRangeCounted is BenchmarkDeleteRange100k with usage
-// accounting on: each deletion reads its keys again in its transaction.
-func BenchmarkDeleteRangeCounted(b *testing.B) {
-	s := openUsage(b, b.TempDir())
-	set := Set{Layer: "l", Gridset: "g", Format: "png", Params: "p"}
-	r := gridset.Range{MinX: 0, MinY: 0, MaxX: 399, MaxY: 249}
-	var deleted int64
-	b.ResetTimer()
-	for range b.N {
-		b.StopTimer()
-		fill(b, s, set, 12, 0, 0, 400, 250, 600)
-		b.StartTimer()
-		n, err := s.DeleteRange(set, 12, r, nil)
-		if err != nil || n != 100_000 {
-			b.Fatalf("deleted %d, %v", n, err)
-		}
-		deleted += n
-	}
-	b.ReportMetric(float64(deleted)/b.Elapsed().Seconds(), "tiles/s")
-}
-
-// A config reload that turns usage on finds the store open (one Badger
-// per directory) with writes running: every write before the switch is
-// in the recount, every one after it writes its delta, none is lost
-// between.
-func TestUsageTurnedOnByReload(t *testing.T) {
-	for round := range 5 {
-		dir := t.TempDir()
-		off, err := Open(dir, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		set := Set{Layer: "reload", Gridset: "g", Format: "png", Params: "p"}
-		stop := make(chan struct{})
-		done := make(chan error, 1)
-		go func() {
-			rng := rand.New(rand.NewPCG(uint64(round), 7))
-			for {
-				select {
-				case <-stop:
-					done <- nil
-					return
-				default:
-				}
-				var err error
-				if rng.IntN(6) == 0 {
-					r := gridset.Range{MinX: int64(rng.IntN(8)), MinY: int64(rng.IntN(8))}
-					r.MaxX, r.MaxY = r.MinX+2, r.MinY+2
-					_, err = off.DeleteRange(set, 1, r, nil)
-				} else {
-					err = off.Put([]Entry{{Key: Key{Set: set, Z: 1, X: int64(rng.IntN(8)), Y: int64(rng.IntN(8))},
-						Data: make([]byte, 100+rng.IntN(2000))}}, time.Now())
-				}
-				if err != nil {
-					done <- err
-					return
-				}
-			}
-		}()
-		time.Sleep(50 * time.Millisecond)
-		on, err := Open(dir, Options{Usage: true}) // the same store, reloaded
-		if err != nil {
-			t.Fatal(err)
-		}
-		if on != off {
-			t.Fatal("a second Open of the directory opened another store")
-		}
-		if err := on.SetUsage(true); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(100 * time.Millisecond)
-		close(stop)
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			_, recounting, err := on.Usage()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !recounting {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("no recount within 30 s")
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		checkUsage(t, on, fmt.Sprint("round ", round))
-		on.Release()
-		off.Release()
 	}
 }
