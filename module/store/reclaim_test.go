@@ -62,11 +62,7 @@ func putRandom(t *testing.T, s *Badger, set Set, z int, count, size int) map[Key
 func TestTruncationGivesDiskBack(t *testing.T) {
 	const vlogFile = 2 << 20
 	dir := t.TempDir()
-	s, err := Open(dir, Options{valueLogFileSize: vlogFile})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Release() })
+	s := openWith(t, dir, Options{valueLogFileSize: vlogFile})
 
 	big := Set{Layer: "big", Gridset: "g", Format: "png", Params: "p"}
 	keep := Set{Layer: "keep", Gridset: "g", Format: "png", Params: "p"}
@@ -102,11 +98,7 @@ func TestTruncationGivesDiskBack(t *testing.T) {
 // while it runs; the store's own writes wait for it instead.
 func TestReclaimDoesNotFailWrites(t *testing.T) {
 	dir := t.TempDir()
-	s, err := Open(dir, Options{valueLogFileSize: 4 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Release() })
+	s := openWith(t, dir, Options{valueLogFileSize: 4 << 20})
 	big := Set{Layer: "big", Gridset: "g", Format: "png", Params: "p"}
 	other := Set{Layer: "other", Gridset: "g", Format: "png", Params: "p"}
 

@@ -24,7 +24,14 @@ import (
 // the test released it itself).
 func openT(tb testing.TB, dir string) *Badger {
 	tb.Helper()
-	s, err := Open(dir, Options{})
+	return openWith(tb, dir, Options{})
+}
+
+// openWith opens dir with opts, released at the end of the test unless
+// the test closed it.
+func openWith(tb testing.TB, dir string, opts Options) *Badger {
+	tb.Helper()
+	s, err := Open(dir, opts)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -19,16 +19,7 @@ import (
 
 func openUsage(tb testing.TB, dir string) *Badger {
 	tb.Helper()
-	s, err := Open(dir, Options{Usage: true})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		if !s.closed.Load() {
-			s.Release()
-		}
-	})
-	return s
+	return openWith(tb, dir, Options{Usage: true})
 }
 
 // scanUsage counts what the tiles of the current generations hold, from
