@@ -142,6 +142,11 @@ func TestUsageThroughREST(t *testing.T) {
 	if len(u.Layers) != 1 || len(u.Layers[0].TileSets) != 2 || u.Tiles != ti.Total+16 {
 		t.Fatalf("after seeding %d tiles and one 16-tile metatile: %+v", ti.Total, u)
 	}
+	// The same figures on Caddy's /metrics.
+	labels := `dir="` + e.dir + `",layer="test:a"`
+	if tiles, bytes := metric(t, "caddy_tile_cache_usage_tiles", labels), metric(t, "caddy_tile_cache_usage_bytes", labels); int64(tiles) != u.Tiles || int64(bytes) != u.Bytes {
+		t.Fatalf("metrics say %v tiles, %v bytes; rest/usage.json %d, %d", tiles, bytes, u.Tiles, u.Bytes)
+	}
 
 	// A range truncation of level 3 (the west half): its tiles leave the count.
 	tt := waitTask(t, e.submit("test:a", "json", `{"seedRequest":{"gridSetId":"EPSG:4326","zoomStart":3,"zoomStop":3,"type":"truncate",`+

@@ -56,6 +56,7 @@ var metrics = sync.OnceValue(func() *tileMetrics {
 func (m *tileMetrics) register(reg prometheus.Registerer) error {
 	cs := []prometheus.Collector{m.hits, m.misses, m.stale, m.upstreamErrors, m.passthrough,
 		m.storeErrors, m.storeOpens, m.upstreamLatency, m.breakerOpens, m.breakerRejected, m.refused, m.renderedElsewhere}
+	cs = append(cs, store.UsageCollector())
 	cs = append(cs, s3store.Collectors()...)
 	cs = append(cs, tiered.Collectors()...)
 	cs = append(cs, cluster.Collectors()...)
