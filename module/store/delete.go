@@ -237,9 +237,7 @@ type deleter struct {
 }
 
 func (s *Badger) newDeleter(prefix []byte) *deleter {
-	d := &deleter{db: s.db, gate: &s.mu, prefix: prefix, seq: &s.useq}
-	d.usage = &s.usage
-	return d
+	return &deleter{db: s.db, gate: &s.mu, usage: &s.usage, seq: &s.useq, prefix: prefix}
 }
 
 // iterator returns the current key-only iterator, opening one on a fresh
@@ -320,50 +318,53 @@ func (d *deleter) deleteCounted() error {
 	})
 }
 
-func (d *deleter) deleteCountedOnce() (int64, error) {
-	var n int64
+func (d *deleter) deleteCountedOnce() (deleted int64, err error) {
 	keys := d.keys
 	for len(keys) > 0 {
-		done, err := d.deleteCountedTxn(keys)
-		n += int64(done)
+		went, n, err := d.deleteCountedTxn(keys)
+		deleted += int64(n)
 		if err != nil {
-			return n, err
+			return deleted, err
 		}
-		keys = keys[done:]
+		keys = keys[went:]
 	}
-	return n, nil
+	return deleted, nil
 }
 
-// deleteCountedTxn deletes as many of keys as one transaction holds and
-// reports how many it went through (deleted or already gone).
-func (d *deleter) deleteCountedTxn(keys [][]byte) (int, error) {
+// deleteCountedTxn deletes as many of keys as one transaction holds, and
+// reports how many keys it went through and how many of them it deleted
+// (the others were gone already).
+func (d *deleter) deleteCountedTxn(keys [][]byte) (went, deleted int, err error) {
 	txn := d.db.NewTransaction(true)
 	defer txn.Discard()
 	delta := levelDelta{}
 	// Room for the delta records of the levels a chunk spans.
 	const reserve = 16
-	i := 0
-	for ; i < len(keys); i++ {
-		k := keys[i]
+	for ; went < len(keys); went++ {
+		k := keys[went]
 		item, err := txn.Get(k)
 		if errors.Is(err, badger.ErrKeyNotFound) {
 			continue
 		}
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		size := item.ValueSize()
-		if err := txn.Delete(k); errors.Is(err, badger.ErrTxnTooBig) && i > reserve {
+		if err := txn.Delete(k); errors.Is(err, badger.ErrTxnTooBig) && went > reserve {
 			// Do fewer, leaving room for the delta records.
 			txn.Discard()
-			return d.deleteCountedTxn(keys[:i-reserve])
+			return d.deleteCountedTxn(keys[:went-reserve])
 		} else if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		delta.add(usageLevelOf(k), -1, -size)
+		deleted++
 	}
 	if err := delta.write(txn, d.seq); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return i, txn.Commit()
+	if err := txn.Commit(); err != nil {
+		return 0, 0, err
+	}
+	return went, deleted, nil
 }

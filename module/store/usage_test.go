@@ -381,3 +381,21 @@ func BenchmarkPutMetatile(b *testing.B) {
 		}
 	}
 }
+
+// A chunk of deletions larger than one Badger transaction holds is split
+// into several, each with its own delta records.
+func TestUsageDeletesSplitLargeChunks(t *testing.T) {
+	smallChunks(t, 1_000_000) // one chunk for the whole range
+	s := openUsage(t, t.TempDir())
+	set := Set{Layer: "big", Gridset: "g", Format: "png", Params: "p"}
+	fill(t, s, set, 12, 0, 0, 200, 200, 100) // 40,000 tiles: a few MB of deletions
+	checkUsage(t, s, "after storing")
+	n, err := s.DeleteRange(set, 12, gridset.Range{MaxX: 199, MaxY: 199}, nil)
+	if err != nil || n != 40_000 {
+		t.Fatalf("deleted %d, %v", n, err)
+	}
+	checkUsage(t, s, "after deleting")
+	if u := sortedUsage(t, s); len(u) != 0 {
+		t.Fatalf("usage after deleting every tile: %v", u)
+	}
+}
