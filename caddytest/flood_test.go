@@ -18,12 +18,16 @@ import (
 	"github.com/tilecache/caddy-tilecache/module/gridset"
 )
 
-// A flood of distinct misses from clients that hang up at once, against
-// an upstream of known speed, must not take the cache down: a normal
-// visitor's misses are still answered promptly during and right after the
-// flood, the breaker stays closed while the upstream is healthy, goroutines
-// and memory stay bounded, and a running seed keeps making progress.
-// Loopback only, at most floodRequests requests in at most floodFor.
+// A flood of distinct misses from one client that hangs up at once,
+// against an upstream of known speed, must not take the cache down: with
+// max_misses_per_client below the line's length the flooder can never fill
+// the line, so a normal visitor's misses are all answered promptly during
+// and right after the flood; the breaker stays closed while the upstream
+// is healthy, goroutines and memory stay bounded, and a running seed keeps
+// making progress. (Without a per-client cap, a flood can fill the line,
+// and a visitor arriving then is refused with 503: CI saw that once.)
+// Loopback only, the flood from 127.0.0.2, at most floodRequests requests
+// in at most floodFor.
 func TestMissFloodLeavesTheCacheUp(t *testing.T) {
 	const (
 		floodFor      = 6 * time.Second
@@ -35,7 +39,7 @@ func TestMissFloodLeavesTheCacheUp(t *testing.T) {
 	f.set("", render)
 	name := fmt.Sprintf("flood%d", time.Now().UnixNano())
 	load(t, adminConfig(t, f, storageDir(t), "cache "+name+"\nworkers 2",
-		"name "+name+"\nupstream_concurrency 4\nbreaker 5 1m\n"+restLayers))
+		"name "+name+"\nupstream_concurrency 4\nmax_misses_per_client 32\nbreaker 5 1m\n"+restLayers))
 	opens := metric(t, "caddy_tile_cache_breaker_opens_total", `cache="`+name+`"`)
 
 	// A seed of z0..6 of test:a (~700 metatiles of 4x4): the flood must not
@@ -49,6 +53,9 @@ func TestMissFloodLeavesTheCacheUp(t *testing.T) {
 	stop := make(chan struct{})
 	var flood sync.WaitGroup
 	g, _ := gridset.Builtin("EPSG:4326")
+	// The flooder is one client of its own: loopback accepts any 127/8
+	// source address.
+	flooder := net.Dialer{Timeout: time.Second, LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}
 	for c := 0; c < floodConns; c++ {
 		flood.Add(1)
 		go func() {
@@ -65,7 +72,7 @@ func TestMissFloodLeavesTheCacheUp(t *testing.T) {
 				b := g.TileBBox(idx)
 				q := "SERVICE=WMS&VERSION=1.1.1&REQUEST=GetMap&LAYERS=test:a&STYLES=&SRS=EPSG:4326&WIDTH=256&HEIGHT=256&FORMAT=image/png&BBOX=" +
 					fmtF(b.MinX) + "," + fmtF(b.MinY) + "," + fmtF(b.MaxX) + "," + fmtF(b.MaxY)
-				conn, err := net.DialTimeout("tcp", fmt.Sprintf("localhost:%d", httpPort), time.Second)
+				conn, err := flooder.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", httpPort))
 				if err != nil {
 					continue
 				}
@@ -114,6 +121,13 @@ func TestMissFloodLeavesTheCacheUp(t *testing.T) {
 	if len(slow) > 0 {
 		t.Errorf("visitor misses not answered promptly (%d of %d):\n%s", len(slow), len(visits), strings.Join(slow, "\n"))
 	}
+	// The cap held the flooder, and the line never filled.
+	if n := metric(t, "caddy_tile_cache_misses_refused_total", `cache="`+name+`",reason="client-limit"`); n == 0 {
+		t.Errorf("the flooder's misses were never capped (no client-limit refusal)")
+	}
+	if n := metric(t, "caddy_tile_cache_misses_refused_total", `cache="`+name+`",reason="busy"`); n != 0 {
+		t.Errorf("%v misses refused because the line was full: one client filled it despite max_misses_per_client", n)
+	}
 	if got := metric(t, "caddy_tile_cache_breaker_opens_total", `cache="`+name+`"`) - opens; got != 0 {
 		t.Errorf("the breaker opened %v times while the upstream was healthy", got)
 	}
@@ -142,10 +156,10 @@ func TestMissFloodLeavesTheCacheUp(t *testing.T) {
 	if seedAtEnd <= seedAtStart {
 		t.Errorf("the seed made no progress during the flood: %d tiles before, %d after", seedAtStart, seedAtEnd)
 	}
-	t.Logf("flood: %d requests in %v; visitor: %d misses, slowest %v; goroutines %d → max %d → %d after (fetches max %d); RSS %d → max %d MiB; seed %d → %d tiles; upstream GetMaps %d, max %d at once; refused %v",
+	t.Logf("flood: %d requests in %v; visitor: %d misses, slowest %v; goroutines %d → max %d → %d after (fetches max %d); RSS %d → max %d MiB; seed %d → %d tiles; upstream GetMaps %d, max %d at once; flooder capped %v times",
 		min(sent.Load(), floodRequests), floodFor, len(visits), worst.Round(time.Millisecond), baseGoroutines, maxGoroutines, settled, maxFetches, baseRSS, maxRSS,
 		seedAtStart, seedAtEnd, f.getMaps.Load(), f.maxInFlight.Load(),
-		metric(t, "caddy_tile_cache_misses_refused_total", `cache="`+name+`",reason="busy"`))
+		metric(t, "caddy_tile_cache_misses_refused_total", `cache="`+name+`",reason="client-limit"`))
 	if m := f.maxInFlight.Load(); m > 4 {
 		t.Errorf("the upstream saw %d GetMaps at once; upstream_concurrency is 4", m)
 	}
