@@ -31,8 +31,7 @@ func (s *Badger) DeleteSet(set Set) (int64, error) {
 	if err := checkSet(set); err != nil {
 		return 0, err
 	}
-	n, _, err := s.deletePrefix(setPrefix(nil, set, s.Generation(set.Layer)), nil)
-	return n, err
+	return s.deletePrefix(setPrefix(nil, set, s.Generation(set.Layer)))
 }
 
 // DeleteRange deletes the tiles of set at level z whose column and row lie
@@ -190,9 +189,8 @@ func cellOf(k []byte, at int) (x, y int64, ok bool) {
 }
 
 // deletePrefix deletes every key under prefix, chunk by chunk, and reports
-// how many it deleted and whether it got to the end (false when stop said
-// to stop first).
-func (s *Badger) deletePrefix(prefix []byte, stop func() bool) (n int64, complete bool, err error) {
+// how many it deleted.
+func (s *Badger) deletePrefix(prefix []byte) (int64, error) {
 	d := s.newDeleter(prefix)
 	defer d.release()
 	from := prefix
@@ -210,13 +208,10 @@ func (s *Badger) deletePrefix(prefix []byte, stop func() bool) (n int64, complet
 			}
 		}
 		if err := d.flush(); err != nil {
-			return d.n, false, err
+			return d.n, err
 		}
 		if !full {
-			return d.n, true, nil
-		}
-		if stop != nil && stop() {
-			return d.n, false, nil
+			return d.n, nil
 		}
 	}
 }

@@ -329,7 +329,6 @@ func TestPool(t *testing.T) {
 // ---- truncation ----
 
 func TestTruncateLayer(t *testing.T) {
-	smallChunks(t, 50) // the reclaim must cross chunks
 	dir := t.TempDir()
 	s := openT(t, dir)
 	a1 := Set{Layer: "a", Gridset: "g", Format: "png", Params: "p"}
@@ -493,7 +492,6 @@ func TestTruncateResumesAfterRestart(t *testing.T) {
 // Destruct stops a reclaim in progress without waiting for it to finish;
 // the next Open completes it.
 func TestTruncateStopsOnClose(t *testing.T) {
-	smallChunks(t, 100)
 	dir := t.TempDir()
 	s := openT(t, dir)
 	a := Set{Layer: "a", Gridset: "g", Format: "png", Params: "p"}
@@ -803,7 +801,8 @@ func BenchmarkDeleteRange100k(b *testing.B) {
 }
 
 // BenchmarkReclaim100k compares the two ways of deleting a truncated
-// generation: batched deletes (what the reclaimer does) and DropPrefix.
+// generation: batched deletes (what the reclaimer did, and what DeleteSet
+// does) and DropPrefix (what the reclaimer does now, under the write lock).
 func BenchmarkReclaim100k(b *testing.B) {
 	for _, how := range []string{"WriteBatch", "DropPrefix"} {
 		b.Run(how, func(b *testing.B) {
@@ -821,7 +820,7 @@ func BenchmarkReclaim100k(b *testing.B) {
 					if err := s.db.DropPrefix(prefix); err != nil {
 						b.Fatal(err)
 					}
-				} else if _, _, err := s.deletePrefix(prefix, nil); err != nil {
+				} else if _, err := s.deletePrefix(prefix); err != nil {
 					b.Fatal(err)
 				}
 				deleted += 100_000
