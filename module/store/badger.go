@@ -57,6 +57,12 @@ type Badger struct {
 	useq       atomic.Uint64 // numbers delta records within this run
 
 	valueThreshold int64 // Options.ValueThreshold, for valueSize
+
+	// Access tracking (access.go): nil when off, which is all the hit
+	// path pays without a quota.
+	access   atomic.Pointer[accessTracker]
+	indexing atomic.Bool   // pages of untracked tiles are being found
+	indexCh  chan struct{} // capacity 1: asks the access loop to index
 }
 
 // Options tune a store. Zero values take the defaults.
@@ -80,9 +86,12 @@ type Options struct {
 	// with TileTTL: expired tiles leave without a write.
 	Usage bool
 
-	// valueLogFileSize replaces the 256 MiB value-log files, so that tests
-	// see several files (and GC freeing some) with a few MB of tiles.
-	valueLogFileSize int64
+	// ValueLogFileSize replaces the 256 MiB value-log files (at least
+	// 1 MiB). Badger never collects the file being written, so with a
+	// quota the files are a small share of it (package quota); tests use
+	// it to see several files with a few MB of tiles. It takes effect when
+	// the directory is opened, not on a reload of an open store.
+	ValueLogFileSize int64
 }
 
 // pool shares one open database per directory within the process, so a
@@ -139,8 +148,8 @@ func open(dir string, o Options) (*Badger, error) {
 	}
 	log := caddy.Log().Named("tile_cache.store").With(zap.String("dir", dir))
 	bo := badgerOptions(dir, o.ValueThreshold)
-	if o.valueLogFileSize > 0 {
-		bo = bo.WithValueLogFileSize(o.valueLogFileSize)
+	if o.ValueLogFileSize > 0 {
+		bo = bo.WithValueLogFileSize(max(o.ValueLogFileSize, 1<<20))
 	}
 	db, err := badger.Open(bo.WithLogger(badgerLogger{log.Sugar()}))
 	if err != nil {
@@ -160,12 +169,14 @@ func open(dir string, o Options) (*Badger, error) {
 		return nil, err
 	}
 	s.recountCh = make(chan struct{}, 1)
+	s.indexCh = make(chan struct{}, 1)
 	if err := s.startUsage(o.Usage && o.TileTTL == 0); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("opening tile store %s: usage records: %w", dir, err)
 	}
-	s.done.Add(3)
+	s.done.Add(4)
 	go s.usageLoop()
+	go s.accessLoop()
 	go s.gcLoop(o.GCInterval)
 	go s.reclaimLoop()
 	log.Info("tile store opened")
@@ -386,6 +397,9 @@ func (s *Badger) Get(_ context.Context, k Key, dst []byte) (Tile, error) {
 	if errors.Is(err, badger.ErrKeyNotFound) {
 		return Tile{}, ErrNotFound
 	}
+	if a := s.access.Load(); a != nil && err == nil {
+		a.touch(&k)
+	}
 	return t, err
 }
 
@@ -459,6 +473,11 @@ func (s *Badger) put(entries []Entry, at time.Time, gen uint64) error {
 			return err
 		}
 	}
+	if s.access.Load() != nil {
+		if err := touchPages(txn, entries, gen, at.Unix()); err != nil {
+			return err
+		}
+	}
 	return txn.Commit()
 }
 
@@ -482,7 +501,7 @@ func (s *Badger) DropTiles() error {
 	defer s.leave()
 	s.mu.Lock() // no Put between reading a generation and committing
 	defer s.mu.Unlock()
-	return s.db.DropPrefix([]byte{tagTile}, []byte{tagUsage}, []byte{tagUsageDelta})
+	return s.db.DropPrefix([]byte{tagTile}, []byte{tagUsage}, []byte{tagUsageDelta}, []byte{tagAccess})
 }
 
 // Has implements Store.

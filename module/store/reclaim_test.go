@@ -62,7 +62,7 @@ func putRandom(t *testing.T, s *Badger, set Set, z int, count, size int) map[Key
 func TestTruncationGivesDiskBack(t *testing.T) {
 	const vlogFile = 2 << 20
 	dir := t.TempDir()
-	s := openWith(t, dir, Options{valueLogFileSize: vlogFile})
+	s := openWith(t, dir, Options{ValueLogFileSize: vlogFile})
 
 	big := Set{Layer: "big", Gridset: "g", Format: "png", Params: "p"}
 	keep := Set{Layer: "keep", Gridset: "g", Format: "png", Params: "p"}
@@ -98,7 +98,7 @@ func TestTruncationGivesDiskBack(t *testing.T) {
 // while it runs; the store's own writes wait for it instead.
 func TestReclaimDoesNotFailWrites(t *testing.T) {
 	dir := t.TempDir()
-	s := openWith(t, dir, Options{valueLogFileSize: 4 << 20})
+	s := openWith(t, dir, Options{ValueLogFileSize: 4 << 20})
 	big := Set{Layer: "big", Gridset: "g", Format: "png", Params: "p"}
 	other := Set{Layer: "other", Gridset: "g", Format: "png", Params: "p"}
 

@@ -208,7 +208,8 @@ func (s *Badger) reclaim(d *drop) error {
 		tiles := generationPrefix(nil, d.layer, d.gen)
 		usage := append([]byte{tagUsage}, tiles[1:]...)
 		deltas := append([]byte{tagUsageDelta}, tiles[1:]...)
-		err := s.db.DropPrefix(tiles, usage, deltas)
+		access := append([]byte{tagAccess}, tiles[1:]...)
+		err := s.db.DropPrefix(tiles, usage, deltas, access)
 		s.mu.Unlock()
 		if err != nil {
 			return err

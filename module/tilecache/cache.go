@@ -15,6 +15,7 @@ import (
 
 	"github.com/tilecache/caddy-tilecache/module/cluster"
 	"github.com/tilecache/caddy-tilecache/module/gridset"
+	"github.com/tilecache/caddy-tilecache/module/quota"
 	"github.com/tilecache/caddy-tilecache/module/store"
 	"github.com/tilecache/caddy-tilecache/module/store/s3store"
 	"github.com/tilecache/caddy-tilecache/module/store/tiered"
@@ -39,7 +40,10 @@ type Cache struct {
 	neutral []string
 
 	store store.Store
-	fetch *fetcher
+	// evictor enforces the quota (nil without one); shared per store
+	// directory across reloads.
+	evictor *quota.Evictor
+	fetch   *fetcher
 	// node is this process's member of the cache's cluster, or nil.
 	node *cluster.Node
 	log  *zap.Logger
@@ -212,15 +216,31 @@ func (c *Cache) open(log *zap.Logger, st store.Store, storage certmagic.Storage)
 // bucket with the directory keeping tasks (and the local tier).
 func (c *Cache) openStore(log *zap.Logger) (store.Store, error) {
 	if c.cfg.S3 == nil {
-		st, err := store.Open(c.cfg.Storage, store.Options{Usage: c.cfg.Usage})
+		q := c.cfg.Quota
+		usage := c.cfg.Usage || q != nil
+		opts := store.Options{Usage: usage}
+		if q != nil {
+			opts.ValueLogFileSize = quota.ValueLogFileSize(q.MaxSize)
+		}
+		st, err := store.Open(c.cfg.Storage, opts)
 		if err != nil {
 			return nil, err
 		}
 		// On a reload the store is open already, with the old config's
-		// setting.
-		if err := st.SetUsage(c.cfg.Usage); err != nil {
+		// settings.
+		if err := st.SetUsage(usage); err != nil {
 			st.Release()
 			return nil, err
+		}
+		if err := st.SetTracking(q != nil); err != nil {
+			st.Release()
+			return nil, err
+		}
+		if q != nil {
+			if c.evictor, err = quota.Acquire(st, q, log.Named("quota")); err != nil {
+				st.Release()
+				return nil, err
+			}
 		}
 		return st, nil
 	}
@@ -260,6 +280,11 @@ func (c *Cache) Release() error {
 	}
 	c.fetch.close()
 	c.releaseNode()
+	if c.evictor != nil {
+		if err := c.evictor.Release(); err != nil {
+			c.log.Warn("stopping the quota's evictor", zap.Error(err))
+		}
+	}
 	return c.store.Release()
 }
 
@@ -270,6 +295,9 @@ func (c *Cache) releaseNode() {
 		}
 	}
 }
+
+// Quota is the evictor enforcing the cache's quota, or nil without one.
+func (c *Cache) Quota() *quota.Evictor { return c.evictor }
 
 // Cluster is this process's node of the cache's cluster, or nil when the
 // cache is not clustered.

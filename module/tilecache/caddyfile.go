@@ -15,6 +15,7 @@ import (
 	"github.com/tilecache/caddy-tilecache/module/gridset"
 	"github.com/tilecache/caddy-tilecache/module/imaging"
 	"github.com/tilecache/caddy-tilecache/module/params"
+	"github.com/tilecache/caddy-tilecache/module/quota"
 )
 
 func init() {
@@ -41,6 +42,14 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		seed_slots <n>
 //		max_misses_per_client <n>
 //		storage <dir>
+//		usage
+//		quota [<max_size>] {     # see package quota
+//			max_size <size>
+//			low_watermark <share>
+//			policy lru|lfu
+//			keep_levels <min> <max>
+//			layer <name> <size> | layer <name> { max_size <size>; policy lru|lfu; keep_levels <min> <max> }
+//		}
 //		s3 {
 //			bucket <name>
 //			prefix <path>
@@ -221,6 +230,12 @@ func (c *Config) parseOption(d *caddyfile.Dispenser) error {
 			return d.ArgErr()
 		}
 		c.Usage = true
+	case "quota":
+		if c.Quota != nil {
+			return d.Err("quota given twice")
+		}
+		c.Quota = new(quota.Config)
+		return c.Quota.UnmarshalCaddyfile(d)
 	case "jpeg_quality":
 		return intArgs(d, &c.JPEGQuality)
 	case "neutral_params":

@@ -13,6 +13,7 @@ import (
 	"github.com/tilecache/caddy-tilecache/module/gridset"
 	"github.com/tilecache/caddy-tilecache/module/imaging"
 	"github.com/tilecache/caddy-tilecache/module/params"
+	"github.com/tilecache/caddy-tilecache/module/quota"
 	"github.com/tilecache/caddy-tilecache/module/store/s3store"
 )
 
@@ -47,6 +48,9 @@ type Config struct {
 	// the store, in the same write as the tiles (package store, usage.go):
 	// served by the REST interface's rest/usage.json. Badger storage only.
 	Usage bool `json:"usage,omitempty"`
+	// Quota bounds the store's size: past it the coldest pages of tiles
+	// are evicted (package quota). It turns usage on. Badger storage only.
+	Quota *quota.Config `json:"quota,omitempty"`
 	// S3 keeps the tiles in an S3-compatible bucket, shared by every node
 	// that names it, instead of in the Badger directory.
 	S3 *S3Config `json:"s3,omitempty"`
@@ -260,6 +264,14 @@ func (c *Config) validate() error {
 	}
 	if c.Usage && c.S3 != nil {
 		return errors.New("usage counts tiles in the Badger store; it is not available with s3 storage")
+	}
+	if c.Quota != nil {
+		if c.S3 != nil {
+			return errors.New("quota evicts from the Badger store; it is not available with s3 storage yet (bound the local tier with local max_size)")
+		}
+		if err := c.Quota.Validate(); err != nil {
+			return err
+		}
 	}
 	if c.Cluster != nil {
 		if c.S3 == nil {

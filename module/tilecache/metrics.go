@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tilecache/caddy-tilecache/module/cluster"
+	"github.com/tilecache/caddy-tilecache/module/quota"
 	"github.com/tilecache/caddy-tilecache/module/store"
 	"github.com/tilecache/caddy-tilecache/module/store/s3store"
 	"github.com/tilecache/caddy-tilecache/module/store/tiered"
@@ -57,6 +58,7 @@ func (m *tileMetrics) register(reg prometheus.Registerer) error {
 	cs := []prometheus.Collector{m.hits, m.misses, m.stale, m.upstreamErrors, m.passthrough,
 		m.storeErrors, m.storeOpens, m.upstreamLatency, m.breakerOpens, m.breakerRejected, m.refused, m.renderedElsewhere}
 	cs = append(cs, store.UsageCollector())
+	cs = append(cs, quota.Collectors()...)
 	cs = append(cs, s3store.Collectors()...)
 	cs = append(cs, tiered.Collectors()...)
 	cs = append(cs, cluster.Collectors()...)
