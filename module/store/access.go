@@ -129,7 +129,7 @@ func newAccessTracker() *accessTracker {
 }
 
 // touch counts one hit on the page of k.
-func (t *accessTracker) touch(k *Key) {
+func (t *accessTracker) touch(k Key) { // by value: a pointer would move the caller's key to the heap
 	pk := pageKey{set: k.Set, z: k.Z, x: k.X >> PageShift, y: k.Y >> PageShift}
 	sh := &t.shards[(pk.x^pk.y^int64(pk.z))&15]
 	sh.mu.RLock()
@@ -438,8 +438,10 @@ type Eviction struct {
 
 // EvictPage deletes every tile of page p and its record in one
 // transaction, counted in the usage records and in the layer's evicted
-// totals, unless the page was used after lastSeen (Unix seconds): a hit
-// saved since it was chosen means it is no longer among the coldest. A
+// totals, unless the page was used after lastSeen (Unix seconds, the
+// Last that Pages reported): a hit or a store since it was chosen means
+// it is no longer among the coldest. (Hits are stamped to the second, so
+// one in the same second as the choice does not save the page.) A
 // Put into the page at the same moment makes the transaction conflict,
 // and it is tried again, so a metatile being stored is never half gone.
 func (s *Badger) EvictPage(p Page, lastSeen int64) (Eviction, error) {
@@ -466,7 +468,7 @@ func (s *Badger) EvictPage(p Page, lastSeen int64) (Eviction, error) {
 			return nil
 		}
 		if a := s.access.Load(); a != nil {
-			if h, _ := a.pending(&p); h > 0 {
+			if _, plast := a.pending(&p); plast > lastSeen {
 				ev.Skipped = true
 				return nil
 			}

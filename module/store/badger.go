@@ -398,7 +398,7 @@ func (s *Badger) Get(_ context.Context, k Key, dst []byte) (Tile, error) {
 		return Tile{}, ErrNotFound
 	}
 	if a := s.access.Load(); a != nil && err == nil {
-		a.touch(&k)
+		a.touch(k)
 	}
 	return t, err
 }
