@@ -205,7 +205,7 @@ func (h *Handler) Cleanup() error {
 
 // route is where a request goes under /rest/.
 type route struct {
-	kind   string // "listing", "seed", "tilelist", "kill", "masstruncate", "task", "layers"
+	kind   string // "listing", "seed", "tilelist", "kill", "masstruncate", "task", "layers", "usage", "diskquota"
 	layer  string // "" for all layers
 	format string // "json" or "xml" where the path has one
 	id     int64
@@ -297,6 +297,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 			return nil
 		}
 		return h.usage(w)
+	case "diskquota": // diskquota.go
+		if !allow(w, r, http.MethodGet, http.MethodPut) {
+			return nil
+		}
+		return h.diskQuota(w, r, rt)
 	}
 	return httpx.Text(w, http.StatusNotFound, "no such resource")
 }
@@ -321,6 +326,8 @@ func parsePath(escaped string) (route, bool, error) {
 		return route{kind: "layers"}, true, nil
 	case rest == "usage.json":
 		return route{kind: "usage"}, true, nil
+	case rest == "diskquota" || rest == "diskquota.xml" || rest == "diskquota.json":
+		return route{kind: "diskquota", format: strings.TrimPrefix(strings.TrimPrefix(rest, "diskquota"), ".")}, true, nil
 	case strings.HasPrefix(rest, "tasks/"):
 		// tasks/<id>.json, as the seed POST's Location names it, or
 		// tasks/<id>: one resource.

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/tilecache/caddy-tilecache/module/httpx"
+	"github.com/tilecache/caddy-tilecache/module/store"
 	"net/http"
 	"strings"
 	"sync"
@@ -52,12 +53,34 @@ func isPagePath(p string) bool {
 	return p == "/" || p == "tasks" || strings.HasSuffix(p, "/tasks")
 }
 
+// storageMarker opens the page's Storage panel.
+const storageMarker = `<section id="storage-section" hidden`
+
+// usageCounted reports whether rest/usage.json answers (the cache's store
+// counts usage).
+func (h *Handler) usageCounted() bool {
+	if h.bound == nil {
+		return false
+	}
+	c, err := h.cache()
+	if err != nil {
+		return false
+	}
+	ur, ok := c.Store().(store.UsageReporter)
+	return ok && ur.UsageOn()
+}
+
 // page serves the task page.
 func (h *Handler) page(w http.ResponseWriter, r *http.Request) error {
 	if !allow(w, r, http.MethodGet, http.MethodHead) {
 		return nil
 	}
 	body, csp := taskPage()
+	if h.usageCounted() {
+		// The Storage panel reads rest/usage.json only where it answers:
+		// a 404 would be a console error on every visit.
+		body = bytes.Replace(body, []byte(storageMarker), []byte(storageMarker+` data-usage="on"`), 1)
+	}
 	hd := w.Header()
 	hd.Set("Content-Type", "text/html; charset=utf-8")
 	hd.Set("Cache-Control", "no-cache")

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/tilecache/caddy-tilecache/module/tilecache"
 )
 
 func TestIsPagePath(t *testing.T) {
@@ -61,5 +63,35 @@ func TestTaskPage(t *testing.T) {
 	h.page(w, httptest.NewRequest("DELETE", "/tasks", nil))
 	if w.Code != 405 || w.Header().Get("Allow") != "GET, HEAD" {
 		t.Fatalf("DELETE: %d %q", w.Code, w.Header())
+	}
+}
+
+// The Storage panel: its markup and script are served, and it is marked
+// for reading rest/usage.json exactly when the cache counts usage (a 404
+// would be a console error on every visit).
+func TestTaskPageStorage(t *testing.T) {
+	body, _ := taskPage()
+	page := string(body)
+	for _, want := range []string{
+		`<section id="storage-section" hidden>`, `<table id="storage" class="storage">`, `<tr class="total"><td>All layers</td>`,
+		`getJSON('rest/usage.json')`, `function renderStorage(usage)`, `el('meter'`, `dataset.usage !== 'on'`, `.quota-col {`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %s", want)
+		}
+	}
+	counted, _ := cacheFixture(t, func(cfg *tilecache.Config) { cfg.Usage = true })
+	for _, c := range []struct {
+		fx   *fixture
+		want bool
+	}{{newFixture(t), false}, {counted, true}} {
+		w := c.fx.serve(t, "GET", "/tasks", "", nil)
+		if w.Code != 200 {
+			t.Fatalf("GET /tasks: %d", w.Code)
+		}
+		on := strings.Contains(w.Body.String(), `<section id="storage-section" hidden data-usage="on">`)
+		if on != c.want || strings.Count(w.Body.String(), `id="storage-section"`) != 1 {
+			t.Errorf("usage counted %v: panel marked %v", c.want, on)
+		}
 	}
 }

@@ -152,6 +152,7 @@
       if (!layersLoaded) {
         await loadLayers();
       }
+      await loadStorage();
       polls++;
       showError('');
       render();
@@ -394,6 +395,114 @@
     renderFinished();
     renderLayers();
     renderTotal();
+  }
+
+  // --- storage ---
+
+  // The Storage panel: rest/usage.json, read at most every STORAGE_EVERY
+  // (it reads every page record of the store). Absent when the cache does
+  // not count usage: the page says so (data-usage), or rest/usage.json
+  // answers 404 (a reload turned it off; asked again after STORAGE_RETRY).
+  const STORAGE_EVERY = 5000;
+  const STORAGE_RETRY = 60000;
+  let storageNext = 0;
+
+  const UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB', 'EiB'];
+  function fmtBytes(n) {
+    if (n == null) {
+      return '';
+    }
+    let i = 0;
+    while (n >= 1024 && i < UNITS.length - 1) {
+      n /= 1024;
+      i++;
+    }
+    return `${i === 0 ? n : n.toFixed(n < 10 ? 2 : 1)} ${UNITS[i]}`;
+  }
+
+  // quotaCell is a bar of bytes against limit (bytes), amber past the low
+  // watermark, and the figures; text alone without a limit.
+  function quotaCell(cell, bytes, limit, watermark, none) {
+    if (!limit) {
+      cell.replaceChildren(none);
+      return;
+    }
+    const m = el('meter', {min: 0, max: limit, low: 0, high: limit * watermark, optimum: 0});
+    m.value = Math.min(bytes, limit);
+    const pct = Math.round((bytes / limit) * 100);
+    const text = el('span', {text: `${fmtBytes(bytes)} of ${fmtBytes(limit)} (${pct}%)`});
+    if (bytes > limit) {
+      text.className = 'over';
+    }
+    m.title = text.textContent;
+    cell.replaceChildren(m, text);
+  }
+
+  const fmtEvicted = (e) => (e && e.tiles > 0 ? `${fmtInt(e.tiles)} (${fmtBytes(e.bytes)})` : e ? '0' : '');
+  const fmtWhen = (s) => (s ? new Date(s).toLocaleString() : '');
+
+  async function loadStorage() {
+    const now = performance.now();
+    // The server marks the panel when the cache counts usage.
+    if (now < storageNext || $('storage-section').dataset.usage !== 'on') {
+      return;
+    }
+    storageNext = now + STORAGE_EVERY;
+    let usage;
+    try {
+      usage = await getJSON('rest/usage.json');
+    } catch (e) {
+      if (e.status === 404) {
+        $('storage-section').hidden = true;
+        storageNext = now + STORAGE_RETRY;
+      } else {
+        $('storage-msg').textContent = `Could not read the usage: ${e.message}`;
+      }
+      return;
+    }
+    renderStorage(usage);
+  }
+
+  function renderStorage(usage) {
+    const q = usage.quota || null;
+    const wm = q ? q.lowWatermark : 1;
+    const list = usage.layers || [];
+    const tbody = $('storage').tBodies[0];
+    syncRows(tbody, list.map((l, i) => i), (i) => {
+      const row = el('tr', {'data-key': i});
+      for (let j = 0; j < 6; j++) {
+        row.append(el('td'));
+      }
+      row.cells[1].className = row.cells[2].className = row.cells[4].className = 'num';
+      row.cells[3].className = 'quota-col';
+      return row;
+    });
+    list.forEach((l, i) => {
+      const row = tbody.rows[i];
+      row.dataset.layer = l.name;
+      setCells(row, [l.name, fmtInt(l.tiles), fmtBytes(l.bytes)]);
+      quotaCell(row.cells[3], l.bytes, l.quota, wm, q && q.maxSize ? 'cache quota only' : '');
+      row.cells[4].textContent = fmtEvicted(l.evicted);
+      row.cells[5].textContent = fmtWhen(l.lastAccess);
+    });
+    const total = $('storage').tFoot.rows[0];
+    const evicted = list.reduce((a, l) => (l.evicted ? {tiles: a.tiles + l.evicted.tiles, bytes: a.bytes + l.evicted.bytes} : a), {tiles: 0, bytes: 0});
+    const last = list.map((l) => l.lastAccess || '').sort().pop();
+    total.cells[1].textContent = fmtInt(usage.tiles);
+    total.cells[2].textContent = fmtBytes(usage.bytes);
+    quotaCell(total.cells[3], usage.bytes, q && q.maxSize, wm, q ? 'no cache quota' : 'no quota');
+    total.cells[4].textContent = list.some((l) => l.evicted) ? fmtEvicted(evicted) : '';
+    total.cells[5].textContent = fmtWhen(last);
+    const notes = [];
+    if (usage.recounting) {
+      notes.push('Counting the tiles stored before usage was turned on: the figures are incomplete.');
+    }
+    if (q && !q.enabled) {
+      notes.push('Eviction is paused (rest/diskquota enabled false).');
+    }
+    $('storage-msg').textContent = notes.join(' ');
+    $('storage-msg').className = notes.length ? 'over' : '';
+    $('storage-section').hidden = false;
   }
 
   // renderTotal puts a submitted polygon task's exact tile count, from its

@@ -3,6 +3,7 @@ package quota
 import (
 	"errors"
 	"math"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -94,7 +95,7 @@ var evictors = caddy.NewUsagePool()
 func Acquire(st Store, cfg *Config, log *zap.Logger) (*Evictor, error) {
 	v, loaded, err := evictors.LoadOrNew(st.Name(), func() (caddy.Destructor, error) {
 		e := &Evictor{st: st, log: log, cfg: cfg, stop: make(chan struct{}), done: make(chan struct{}),
-			kick: make(chan struct{}, 1), now: time.Now}
+			kick: make(chan struct{}, 1), now: time.Now, lastReclaim: time.Now()}
 		go e.run()
 		return e, nil
 	})
@@ -103,7 +104,9 @@ func Acquire(st Store, cfg *Config, log *zap.Logger) (*Evictor, error) {
 	}
 	e := v.(*Evictor)
 	if loaded {
+		// A config load is the source of truth: its quota, running.
 		e.SetConfig(cfg)
+		e.SetEnabled(true)
 	}
 	return e, nil
 }
@@ -129,13 +132,12 @@ func (e *Evictor) Config() *Config {
 }
 
 // SetConfig replaces the quota (a reload, or PUT rest/diskquota; cfg is
-// validated), resumes eviction if it was paused, and checks usage against
-// the new quota at once.
+// validated) and checks usage against it at once, unless eviction is
+// paused (SetEnabled), which it leaves as it is.
 func (e *Evictor) SetConfig(cfg *Config) {
 	e.mu.Lock()
 	e.cfg = cfg
 	e.mu.Unlock()
-	e.paused.Store(false)
 	e.Kick()
 	e.log.Info("tile quota set", zap.String("quota", cfg.String()))
 }
@@ -303,6 +305,10 @@ func (e *Evictor) evict(cfg *Config, layer string, need int64, p *Pass) (int64, 
 		if err != nil {
 			return freed, err
 		}
+		// Let a visitor's request waiting for a core run between pages:
+		// on a small machine a pass would otherwise hold a core for its
+		// whole length, and hits queue behind it.
+		runtime.Gosched()
 		if ev.Skipped {
 			p.Skipped++
 			continue

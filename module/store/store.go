@@ -85,6 +85,8 @@ type UsageReporter interface {
 	// the first count after accounting was turned on still runs (the
 	// figures are then incomplete). ErrUsageOff: accounting is off.
 	Usage() (levels []LevelUsage, recounting bool, err error)
+	// UsageOn reports whether usage is counted, without reading it.
+	UsageOn() bool
 }
 
 var _ UsageReporter = (*Badger)(nil)

@@ -588,6 +588,9 @@ func (s *Badger) recountLevel(level []byte) error {
 	return txn.Commit()
 }
 
+// UsageOn reports whether the store counts usage, without reading it.
+func (s *Badger) UsageOn() bool { return s.usage.Load() }
+
 // ErrUsageOff is returned by Usage for a store opened without usage
 // accounting.
 var ErrUsageOff = errors.New("store: usage accounting is off")
