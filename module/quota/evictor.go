@@ -22,7 +22,7 @@ type Store interface {
 	Usage() ([]store.LevelUsage, bool, error)
 	Pages(layer string, fn func(store.PageStat) error) error
 	EvictPage(p store.Page, lastSeen int64) (store.Eviction, error)
-	ReclaimEvicted() (int, error)
+	ReclaimEvicted(diskTarget int64) (int, error)
 	Evicted() (map[string][2]int64, error)
 }
 
@@ -247,7 +247,7 @@ func (e *Evictor) Enforce() (Pass, error) {
 	}
 	if e.unreclaimed && e.now().Sub(e.lastReclaim) >= ReclaimEvery {
 		rs := e.now()
-		files, err := e.st.ReclaimEvicted()
+		files, err := e.st.ReclaimEvicted(cfg.MaxSize)
 		if err != nil {
 			return p, err
 		}

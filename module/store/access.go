@@ -4,8 +4,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
@@ -669,10 +671,15 @@ func (s *Badger) indexPages() (int, error) {
 // memtable (8 MiB of keys, tens of thousands of deletions) until it
 // fills; so the memtables are flushed and level 0 compacted at once
 // (DropPrefix of a record kept for this, which does both), and then the
-// value log collected. Writes wait meanwhile (the write lock of s.mu, as
-// for a truncation's drop), reads do not. It returns how many value-log
-// files were rewritten or removed.
-func (s *Badger) ReclaimEvicted() (int, error) {
+// value log collected: the files at least half garbage first, and, while
+// the directory is still larger than diskTarget (0: no target), files
+// with less garbage, down to a tenth, up to maxGCRounds files in all.
+// Evictions that follow no order of writing (LFU) leave garbage spread
+// over every file, which the first rule alone would leave in place.
+// Writes wait meanwhile (the write lock of s.mu, as for a truncation's
+// drop), and so do reads for the flush: Badger holds its memtable lock
+// through it. It returns how many value-log files were rewritten.
+func (s *Badger) ReclaimEvicted(diskTarget int64) (int, error) {
 	if !s.enter() {
 		return 0, ErrClosed
 	}
@@ -686,7 +693,37 @@ func (s *Badger) ReclaimEvicted() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	return s.collectGarbage(), nil
+	n := s.collectGarbage()
+	if diskTarget <= 0 {
+		return n, nil
+	}
+	for _, ratio := range []float64{0.4, 0.3, 0.2, 0.1} {
+		for n < maxGCRounds && !s.stopping() && dirSize(s.dir) > diskTarget && s.db.RunValueLogGC(ratio) == nil {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// dirSize is the space the files of dir take on disk (what du reports).
+func dirSize(dir string) int64 {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	var n int64
+	for _, e := range entries {
+		fi, err := e.Info()
+		if err != nil || fi.IsDir() {
+			continue
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			n += st.Blocks * 512
+		} else {
+			n += fi.Size()
+		}
+	}
+	return n
 }
 
 // flushKey exists only to be dropped by ReclaimEvicted.

@@ -82,8 +82,10 @@ type Options struct {
 
 	// Usage keeps, in the same transaction as every tile written or
 	// deleted, how many tiles and bytes each level of each tile set holds
-	// (usage.go). Off, nothing is kept and writes cost what they did. Not
-	// with TileTTL: expired tiles leave without a write.
+	// (usage.go). Off, nothing is kept and writes cost what they did. With
+	// TileTTL, expired tiles leave without a write, so the figures run
+	// high until the next recount, which such a store runs every TTL (at
+	// least every minute): right for bounding a local tier, not exact.
 	Usage bool
 
 	// ValueLogFileSize replaces the 256 MiB value-log files (at least
@@ -170,7 +172,7 @@ func open(dir string, o Options) (*Badger, error) {
 	}
 	s.recountCh = make(chan struct{}, 1)
 	s.indexCh = make(chan struct{}, 1)
-	if err := s.startUsage(o.Usage && o.TileTTL == 0); err != nil {
+	if err := s.startUsage(o.Usage); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("opening tile store %s: usage records: %w", dir, err)
 	}
@@ -434,6 +436,12 @@ func (s *Badger) put(entries []Entry, at time.Time, gen uint64) error {
 	defer txn.Discard()
 	var delta levelDelta
 	var inBatch map[string]int64 // counted size of each key written so far
+	// One expiry for the batch, set here rather than by Entry.WithTTL so
+	// that the size counted for each tile is the one Badger will report.
+	var expires uint64
+	if s.tileTTL > 0 {
+		expires = uint64(time.Now().Add(s.tileTTL).Unix())
+	}
 	if s.usage.Load() {
 		delta = levelDelta{}
 		inBatch = make(map[string]int64, len(entries))
@@ -446,7 +454,7 @@ func (s *Badger) put(entries []Entry, at time.Time, gen uint64) error {
 		key := tileKey(nil, &e.Key, gen)
 		value := encodeValue(e.Data, at)
 		if delta != nil {
-			size := valueSize(len(key), len(value), s.valueThreshold)
+			size := valueSize(len(key), len(value), s.valueThreshold, expires)
 			tiles, bytes := int64(1), size
 			// A key twice in one batch: Badger reports no size for a
 			// write pending in the transaction.
@@ -461,9 +469,7 @@ func (s *Badger) put(entries []Entry, at time.Time, gen uint64) error {
 			delta.add(usageLevelOf(key), tiles, bytes)
 		}
 		entry := badger.NewEntry(key, value)
-		if s.tileTTL > 0 {
-			entry = entry.WithTTL(s.tileTTL)
-		}
+		entry.ExpiresAt = expires
 		if err := txn.SetEntry(entry); err != nil {
 			return err
 		}
@@ -490,18 +496,6 @@ func (s *Badger) Size() int64 {
 	defer s.leave()
 	lsm, vlog := s.db.Size()
 	return lsm + vlog
-}
-
-// DropTiles deletes every tile of every layer, keeping tasks and
-// sequences: how a local tier that outgrew its bound starts over.
-func (s *Badger) DropTiles() error {
-	if !s.enter() {
-		return ErrClosed
-	}
-	defer s.leave()
-	s.mu.Lock() // no Put between reading a generation and committing
-	defer s.mu.Unlock()
-	return s.db.DropPrefix([]byte{tagTile}, []byte{tagUsage}, []byte{tagUsageDelta}, []byte{tagAccess})
 }
 
 // Has implements Store.

@@ -63,13 +63,14 @@ type LevelUsage struct {
 }
 
 // valueSize is what Badger's Item.ValueSize will report for a value of
-// valueLen bytes under a key of keyLen bytes, written without expiry: the
-// length itself for a value kept in the LSM tree (shorter than the
-// threshold), and for one in the value log the entry's length less the
-// key, the checksum and a header Badger assumes to be 6 bytes, whereas it
-// is 2 bytes and three varints (key length with its 8-byte version, value
-// length, expiry 0). TestUsageValueSize checks this against Badger.
-func valueSize(keyLen, valueLen int, threshold int64) int64 {
+// valueLen bytes under a key of keyLen bytes, expiring at expiresAt (Unix
+// seconds, 0: never): the length itself for a value kept in the LSM tree
+// (shorter than the threshold), and for one in the value log the entry's
+// length less the key, the checksum and a header Badger assumes to be 6
+// bytes, whereas it is 2 bytes and three varints (key length with its
+// 8-byte version, value length, expiry). TestUsageValueSize checks this
+// against Badger.
+func valueSize(keyLen, valueLen int, threshold int64, expiresAt uint64) int64 {
 	if int64(valueLen) < threshold {
 		return int64(valueLen)
 	}
@@ -77,7 +78,8 @@ func valueSize(keyLen, valueLen int, threshold int64) int64 {
 		var b [binary.MaxVarintLen64]byte
 		return binary.PutUvarint(b[:], uint64(n))
 	}
-	header := 2 + uv(keyLen+8) + uv(valueLen) + 1
+	var b [binary.MaxVarintLen64]byte
+	header := 2 + uv(keyLen+8) + uv(valueLen) + binary.PutUvarint(b[:], expiresAt)
 	return int64(header + valueLen - 6)
 }
 
@@ -198,6 +200,10 @@ func retryConflicts(fn func() error) error {
 	}
 }
 
+// ttlRecountEvery is the shortest time between the recounts of a store
+// with a tile TTL (a variable for tests).
+var ttlRecountEvery = time.Minute
+
 // usageFoldEvery is how often pending deltas are folded into totals.
 const usageFoldEvery = time.Second
 
@@ -239,9 +245,8 @@ func (s *Badger) startUsage(on bool) error {
 // reload finds the store open, as the configuration it replaces left it.
 // Under the write lock no write is in flight, so every write after it is
 // counted, and the recount's snapshot, taken later, holds every write
-// before it. A store with a tile TTL never counts.
+// before it.
 func (s *Badger) SetUsage(on bool) error {
-	on = on && s.tileTTL == 0
 	if !s.enter() {
 		return ErrClosed
 	}
@@ -316,8 +321,20 @@ func (s *Badger) usageLoop() {
 	defer s.done.Done()
 	t := time.NewTicker(usageFoldEvery)
 	defer t.Stop()
+	// With a tile TTL, tiles expire without a write: recount every TTL
+	// (at least a minute) to bring the figures back to what is there.
+	var expiry <-chan time.Time
+	if s.tileTTL > 0 {
+		r := time.NewTicker(max(s.tileTTL, ttlRecountEvery))
+		defer r.Stop()
+		expiry = r.C
+	}
 	for {
 		select {
+		case <-expiry:
+			if s.usage.Load() {
+				s.askRecount()
+			}
 		case <-s.stop:
 			if err := s.foldAll(); err != nil {
 				s.log.Warn("folding tile usage at close", zap.Error(err))
@@ -331,6 +348,8 @@ func (s *Badger) usageLoop() {
 				return
 			case err != nil:
 				s.log.Error("recounting tile usage failed; usage stays incomplete", zap.Error(err))
+			case !s.recounting.Load() && s.tileTTL > 0:
+				s.log.Debug("tile usage recounted after expiries", zap.Int("levels", n), zap.Duration("took", time.Since(start)))
 			case !s.recounting.Load():
 				s.log.Info("tile usage recounted", zap.Int("levels", n), zap.Duration("took", time.Since(start)))
 			}

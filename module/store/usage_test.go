@@ -399,3 +399,38 @@ func TestUsageDeletesSplitLargeChunks(t *testing.T) {
 		t.Fatalf("usage after deleting every tile: %v", u)
 	}
 }
+
+// A store with a tile TTL (a local tier) counts what it writes exactly,
+// expiry included in the sizes; tiles that expire leave without a write,
+// and the periodic recount brings the figures back to what is there.
+func TestUsageWithTileTTL(t *testing.T) {
+	old := ttlRecountEvery
+	ttlRecountEvery = time.Second
+	defer func() { ttlRecountEvery = old }()
+	s := openWith(t, t.TempDir(), Options{Usage: true, TileTTL: 2 * time.Second})
+	set := Set{Layer: "l", Gridset: "g", Format: "png", Params: "p"}
+	for i, n := range []int{10, 494, 495, 600, 20000, 70000} {
+		if err := s.Put([]Entry{{Key: Key{Set: set, Z: 3, X: int64(i), Y: 1}, Data: make([]byte, n)}}, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkUsage(t, s, "tiles with a TTL")
+	if u := scanUsage(t, s); len(u) != 1 || u[0].Tiles != 6 {
+		t.Fatalf("stored: %v", u)
+	}
+	// Expired: the scan sees nothing; the records follow within a recount.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		u, _, err := s.Usage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(u) == 0 && len(scanUsage(t, s)) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("15 s after the tiles expired, usage still says %v", u)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

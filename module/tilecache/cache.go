@@ -40,10 +40,11 @@ type Cache struct {
 	neutral []string
 
 	store store.Store
-	// evictor enforces the quota (nil without one); shared per store
-	// directory across reloads.
-	evictor *quota.Evictor
-	fetch   *fetcher
+	// evictor enforces the quota (nil without one), localEvictor the S3
+	// local tier's max_size; each is shared per store directory across
+	// reloads.
+	evictor, localEvictor *quota.Evictor
+	fetch                 *fetcher
 	// node is this process's member of the cache's cluster, or nil.
 	node *cluster.Node
 	log  *zap.Logger
@@ -253,20 +254,55 @@ func (c *Cache) openStore(log *zap.Logger) (store.Store, error) {
 	}
 	var opts store.Options
 	var to tiered.Options
+	var bound *quota.Config
 	if l := c.cfg.S3.Local; l != nil {
-		opts.TileTTL = time.Duration(l.TTL)
-		to = tiered.Options{Hot: true, MaxSize: l.MaxSize}
+		// The local tier keeps its max_size as a quota of its own: usage
+		// counted with its tiles (recounted every ttl, as copies expire),
+		// the coldest pages evicted (package quota).
+		bound = &quota.Config{MaxSize: l.MaxSize}
+		if err := bound.Validate(); err != nil {
+			return nil, err
+		}
+		opts = store.Options{TileTTL: time.Duration(l.TTL), Usage: true, ValueLogFileSize: quota.ValueLogFileSize(l.MaxSize)}
+		to = tiered.Options{Hot: true}
 	}
 	local, err := store.Open(c.cfg.Storage, opts)
 	if err != nil {
 		return nil, err
 	}
+	if err := local.SetUsage(bound != nil); err != nil {
+		local.Release()
+		return nil, err
+	}
+	if err := local.SetTracking(bound != nil); err != nil {
+		local.Release()
+		return nil, err
+	}
+	if bound != nil {
+		if c.localEvictor, err = quota.Acquire(local, bound, log.Named("local_tier")); err != nil {
+			local.Release()
+			return nil, err
+		}
+	}
 	remote, err := s3store.Open(sc, log.Named("s3"))
 	if err != nil {
+		c.releaseEvictors()
 		local.Release()
 		return nil, err
 	}
 	return tiered.New(remote, local, to, log.Named("tiers")), nil
+}
+
+// releaseEvictors gives back the quota's and the local tier's evictors.
+func (c *Cache) releaseEvictors() {
+	for _, e := range []**quota.Evictor{&c.evictor, &c.localEvictor} {
+		if *e != nil {
+			if err := (*e).Release(); err != nil {
+				c.log.Warn("stopping an evictor", zap.Error(err))
+			}
+			*e = nil
+		}
+	}
 }
 
 // Retain adds a user; each Retain is paired with one Release.
@@ -280,11 +316,7 @@ func (c *Cache) Release() error {
 	}
 	c.fetch.close()
 	c.releaseNode()
-	if c.evictor != nil {
-		if err := c.evictor.Release(); err != nil {
-			c.log.Warn("stopping the quota's evictor", zap.Error(err))
-		}
-	}
+	c.releaseEvictors()
 	return c.store.Release()
 }
 

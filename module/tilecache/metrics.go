@@ -10,7 +10,6 @@ import (
 	"github.com/tilecache/caddy-tilecache/module/quota"
 	"github.com/tilecache/caddy-tilecache/module/store"
 	"github.com/tilecache/caddy-tilecache/module/store/s3store"
-	"github.com/tilecache/caddy-tilecache/module/store/tiered"
 )
 
 // tileMetrics are process-wide, like reverse_proxy's: created once and
@@ -60,7 +59,6 @@ func (m *tileMetrics) register(reg prometheus.Registerer) error {
 	cs = append(cs, store.UsageCollector())
 	cs = append(cs, quota.Collectors()...)
 	cs = append(cs, s3store.Collectors()...)
-	cs = append(cs, tiered.Collectors()...)
 	cs = append(cs, cluster.Collectors()...)
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {

@@ -6,10 +6,8 @@ package tiered
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/tilecache/caddy-tilecache/module/gridset"
@@ -33,13 +31,9 @@ type Store struct {
 	remote Remote
 	// local is the node's Badger: its tasks always, its hot tiles when
 	// hot is set.
-	local   *store.Badger
-	hot     bool
-	maxSize int64
-	log     *zap.Logger
-
-	stop chan struct{}
-	done sync.WaitGroup
+	local *store.Badger
+	hot   bool
+	log   *zap.Logger
 }
 
 var (
@@ -49,27 +43,16 @@ var (
 
 // Options of the local tier.
 type Options struct {
-	// Hot keeps tiles in the local Badger too.
+	// Hot keeps tiles in the local Badger too. Its size is bounded by a
+	// quota on that Badger (package quota; the cache sets it up), which
+	// evicts its coldest tiles; the remote tier still has them.
 	Hot bool
-	// MaxSize bounds the local tier on disk: past it, its tiles are
-	// dropped (the remote tier still has them). Zero: no bound.
-	MaxSize int64
-	// CheckEvery is how often the size is checked. Default 30s.
-	CheckEvery time.Duration
 }
 
 // New joins the tiers. The Store owns both: Release closes the remote
 // store and gives back the Badger.
 func New(remote Remote, local *store.Badger, o Options, log *zap.Logger) *Store {
-	s := &Store{remote: remote, local: local, hot: o.Hot, maxSize: o.MaxSize, log: log, stop: make(chan struct{})}
-	if o.Hot && o.MaxSize > 0 {
-		if o.CheckEvery <= 0 {
-			o.CheckEvery = 30 * time.Second
-		}
-		s.done.Add(1)
-		go s.boundLoop(o.CheckEvery)
-	}
-	return s
+	return &Store{remote: remote, local: local, hot: o.Hot, log: log}
 }
 
 // Name is the remote store's: it is what all nodes share.
@@ -78,10 +61,8 @@ func (s *Store) Name() string { return s.remote.Name() }
 // Remote is the shared tier.
 func (s *Store) Remote() Remote { return s.remote }
 
-// Release stops the size checks and closes both tiers.
+// Release closes both tiers.
 func (s *Store) Release() error {
-	close(s.stop)
-	s.done.Wait()
 	return errors.Join(s.remote.Close(), s.local.Release())
 }
 
@@ -207,35 +188,6 @@ func (s *Store) TaskData(id int64) ([]byte, error) { return s.local.TaskData(id)
 
 // Tasks implements store.Tasks.
 func (s *Store) Tasks(fn func(id int64, record []byte) error) error { return s.local.Tasks(fn) }
-
-// boundLoop keeps the local tier under its size: an LRU would need a write
-// per hit; starting over costs a remote read per hot tile, once.
-func (s *Store) boundLoop(every time.Duration) {
-	defer s.done.Done()
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
-		}
-		if size := s.local.Size(); size > s.maxSize {
-			err := s.local.DropTiles()
-			s.log.Info("local tier over its size bound: tiles dropped", zap.Int64("size", size),
-				zap.Int64("max_size", s.maxSize), zap.Error(err))
-			localDrops.Inc()
-		}
-	}
-}
-
-var localDrops = prometheus.NewCounter(prometheus.CounterOpts{
-	Namespace: "caddy", Subsystem: "tile_cache", Name: "local_tier_drops_total",
-	Help: "Times a local tier outgrew its max_size and dropped its tiles.",
-})
-
-// Collectors are the package's metrics, for the cache's registry.
-func Collectors() []prometheus.Collector { return []prometheus.Collector{localDrops} }
 
 // RecordParams implements store.ParamsRecorder in the remote tier, where
 // every node finds them.
