@@ -54,6 +54,9 @@
 #                 bucket (a real S3 server on loopback, built by
 #                 module/store/s3store/s3test/install.sh), (f) the same with
 #                 a local tier (hot tiles in a Badger in front of the bucket)
+#   QUOTA=1       one more target: (q) tile_cache with a quota (10 GiB, never
+#                 reached: what access tracking costs the hit path), its own
+#                 store; the report adds the ratio quota on / off
 #
 # Everything started here (upstream, Caddy, wrk) is stopped on exit.
 set -euo pipefail
@@ -76,6 +79,13 @@ QUIET_WAIT=${QUIET_WAIT:-60}
 S3=${S3:-0}
 TARGETS="a b c d"
 TILE_TARGETS="a" # the targets that are tile caches (all hits are checked)
+QUOTA=${QUOTA:-0}
+EXTRA_CACHES="" # tile caches warmed like (a) and checked to serve the same tiles
+if [[ $QUOTA == 1 ]]; then
+	TARGETS+=" q"
+	TILE_TARGETS+=" q"
+	EXTRA_CACHES+=" q"
+fi
 if [[ $S3 == 1 ]]; then
 	TARGETS+=" e f"
 	TILE_TARGETS+=" e f"
@@ -198,6 +208,7 @@ pick_port PORT_C
 pick_port PORT_D
 pick_port PORT_E
 pick_port PORT_F
+pick_port PORT_Q
 pick_port MINIO_PORT
 pick_port MINIO_CONSOLE
 
@@ -264,6 +275,25 @@ write_caddyfile() {
 	respond $1 200
 }
 EOF
+	if ((QUOTA)); then
+		cat >>"$CADDYFILE" <<EOF
+
+# (q) the cache with a quota it never reaches: access tracking on every hit
+:$PORT_Q {
+	bind 127.0.0.1
+	tile_cache {
+		name quota
+		upstream http://127.0.0.1:$UP_PORT/wms
+		storage $TMP/store-q
+		quota 10GiB
+		layer $LAYER {
+			gridsets EPSG:4326 EPSG:900913
+		}
+	}
+	reverse_proxy 127.0.0.1:$UP_PORT
+}
+EOF
+	fi
 	((S3)) || return 0
 	local site port local_tier
 	for site in e f; do
@@ -329,6 +359,7 @@ cp "$TMP/paths-b.txt" "$TMP/paths-c.txt"
 cp "$TMP/paths-b.txt" "$TMP/paths-d.txt"
 cp "$TMP/paths-a.txt" "$TMP/paths-e.txt"
 cp "$TMP/paths-a.txt" "$TMP/paths-f.txt"
+cp "$TMP/paths-a.txt" "$TMP/paths-q.txt"
 
 # curl_pass BASE PATHS OUTDIR PARALLEL: one curl for the whole list (a
 # config file), one tab-separated line per transfer: code, content type,
@@ -367,11 +398,14 @@ MINSZ=$(awk -F'\t' 'NR == 1 || $4 < m { m = $4 } END { print m }' "$TMP/pass2.tx
 MAXSZ=$(awk -F'\t' '$4 > m { m = $4 } END { print m }' "$TMP/pass2.txt")
 ((MEAN > 0)) || die "mean tile size is 0"
 log "pass 2: $NTILES HITs; tiles $MINSZ..$MAXSZ bytes, mean $MEAN"
-if ((S3)); then
-	for t in e f; do
+WARM_EXTRA="$EXTRA_CACHES"
+((S3)) && WARM_EXTRA+=" e f"
+if [[ -n ${WARM_EXTRA// /} ]]; then
+	for t in $WARM_EXTRA; do
 		log "warming ($t) with the same $NTILES tiles, then checking they are all HITs"
 		port=$PORT_E
 		[[ $t == f ]] && port=$PORT_F
+		[[ $t == q ]] && port=$PORT_Q
 		curl_pass "http://127.0.0.1:$port" "$TMP/paths-$t.txt" "" 4 >"$TMP/pass1-$t.txt" || true
 		curl_pass "http://127.0.0.1:$port" "$TMP/paths-$t.txt" "" 1 >"$TMP/pass2-$t.txt" || true
 		[[ $(wc -l <"$TMP/pass2-$t.txt") -eq $NTILES && -z $(awk -F'\t' '$1 != 200 || $3 != "HIT"' "$TMP/pass2-$t.txt") ]] ||
@@ -403,6 +437,10 @@ curl_pass "http://127.0.0.1:$PORT_B" "$TMP/paths-b.txt" "" 1 >"$TMP/check-b.txt"
 curl_pass "http://127.0.0.1:$PORT_C" "$TMP/paths-c.txt" "" 1 >"$TMP/check-c.txt" || true
 # (d) 200 image/png with MEAN bytes
 curl_pass "http://127.0.0.1:$PORT_D" "$TMP/paths-d.txt" "" 1 >"$TMP/check-d.txt" || true
+if ((QUOTA)); then
+	curl_pass "http://127.0.0.1:$PORT_Q" "$TMP/paths-q.txt" "" 1 >"$TMP/check-q.txt" || true
+	[[ -z $(awk -F'\t' '$1 != 200 || $2 != "image/png" || $3 != "HIT"' "$TMP/check-q.txt") ]] || die "check q: not all 200 image/png HIT after the reload"
+fi
 if ((S3)); then
 	curl_pass "http://127.0.0.1:$PORT_E" "$TMP/paths-e.txt" "" 1 >"$TMP/check-e.txt" || true
 	curl_pass "http://127.0.0.1:$PORT_F" "$TMP/paths-f.txt" "" 1 >"$TMP/check-f.txt" || true
@@ -443,8 +481,8 @@ metric() {
 }
 
 declare -A URL=([a]="http://127.0.0.1:$PORT_A" [b]="http://127.0.0.1:$PORT_B" [c]="http://127.0.0.1:$PORT_C" [d]="http://127.0.0.1:$PORT_D"
-	[e]="http://127.0.0.1:$PORT_E" [f]="http://127.0.0.1:$PORT_F")
-declare -A NAME=([a]=tile_cache [b]=file_server [c]=respond [d]=respond_len [e]=tile_cache_s3 [f]=s3+local_tier)
+	[e]="http://127.0.0.1:$PORT_E" [f]="http://127.0.0.1:$PORT_F" [q]="http://127.0.0.1:$PORT_Q")
+declare -A NAME=([a]=tile_cache [b]=file_server [c]=respond [d]=respond_len [e]=tile_cache_s3 [f]=s3+local_tier [q]=with_quota)
 declare -A RPS P50 P99 EFF # per target: space-separated values, one per round
 
 # run_wrk TARGET DURATION LABEL: runs wrk, checks it, sets W_* from its line.
@@ -647,6 +685,9 @@ for t in ${TARGETS#a }; do
 		"$(printf '%.3f' "$(median "${RR[$t]}")")" "$(printf '%.3f' "$(median "${RE[$t]}")")")"
 done
 E_RESP=$(ratio "${MEFF[a]}" "${MEFF[c]}")
+if ((QUOTA)); then
+	out "quota on / off, req/s (per Caddy CPU-second): of the medians $(ratio "${MED[q]}" "${MED[a]}") ($(ratio "${MEFF[q]}" "${MEFF[a]}")); goal >= 0.98"
+fi
 verdict() { awk -v r="$1" 'BEGIN { print (r >= 0.9 ? "met" : "NOT met") }'; }
 out "goal tile_cache >= 0.9 x respond: in req/s $(verdict "$R_RESP") ($R_RESP), per Caddy CPU-second $(verdict "$E_RESP") ($E_RESP)"
 if awk -v m="$MAXOTHER" 'BEGIN { exit !(m > 0.1) }'; then

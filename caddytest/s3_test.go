@@ -14,6 +14,7 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/tilecache/caddy-tilecache/module/gridset"
+	"github.com/tilecache/caddy-tilecache/module/store"
 	"github.com/tilecache/caddy-tilecache/module/store/s3store/s3test"
 )
 
@@ -26,6 +27,7 @@ type s3Env struct {
 	m              *s3test.Server
 	f              *fakeWMS
 	bucket, prefix string
+	dir            string // the node's Badger: tasks, and the local tier
 }
 
 func newS3Env(t *testing.T, local string) *s3Env {
@@ -35,7 +37,8 @@ func newS3Env(t *testing.T, local string) *s3Env {
 	e.bucket = e.m.Bucket("tiles")
 	t.Setenv("TC_S3_KEY", s3test.AccessKey)
 	t.Setenv("TC_S3_SECRET", s3test.SecretKey)
-	storage := storageDir(t) + `
+	e.dir = storageDir(t)
+	storage := e.dir + `
 		s3 {
 			bucket ` + e.bucket + `
 			prefix ` + e.prefix + `
@@ -226,4 +229,84 @@ func TestS3LocalTierServesHotTilesWithS3Down(t *testing.T) {
 	}
 	// A neighbour from the same metatile was kept locally by the miss too.
 	mustTile(t, e.tile(gridset.Index{X: 4, Y: 3, Z: 2}), "HIT")
+}
+
+// A local tier past its max_size evicts its coldest tiles, not all of
+// them: a seed of several times the bound leaves the tier under it, with
+// the most recent tiles still local (served with S3 down), and every tile
+// still served (the evicted ones from S3, as hits).
+func TestS3LocalTierEvictsColdestTiles(t *testing.T) {
+	e := newS3Env(t, `local {
+				max_size 1MiB
+				ttl 10m
+			}`)
+	// The western half of z0..6: 5,461 tiles of about 1.4 KB, some seven
+	// times the bound; a page (16×16 tiles) is about a third of it.
+	path := submit(t, "test:a", "json", `{"seedRequest":{"gridSetId":"EPSG:4326","zoomStart":0,"zoomStop":6,"type":"seed",`+
+		`"bounds":{"coords":{"double":[-180,-90,0,90]}},"format":"image/png","threadCount":4}}`)
+	if ti := waitTask(t, path); ti.State != "DONE" || ti.FailedTiles != 0 {
+		t.Fatalf("seed: %+v", ti)
+	}
+	local := openBadger(t, e.dir)
+	var used int64
+	var ev map[string][2]int64
+	dir := `dir="` + e.dir + `"`
+	// Under the bound, and the pass that got it there counted in the
+	// metrics (they are added when a pass ends).
+	waitFor(t, "the local tier under its max_size, its evictions counted", func() bool {
+		levels, _, err := local.Usage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		used = 0
+		for _, lv := range levels {
+			used += lv.Bytes
+		}
+		if ev, err = local.Evicted(); err != nil {
+			t.Fatal(err)
+		}
+		return used <= 1<<20 && metric(t, "caddy_tile_cache_evicted_tiles_total", dir+`,layer="test:a"`) == float64(ev["test:a"][0])
+	})
+	if ev["test:a"][0] == 0 {
+		t.Fatalf("the local tier holds %d bytes, yet nothing was evicted: %v", used, ev)
+	}
+	if used < 1<<19 {
+		t.Fatalf("the local tier holds %d bytes (evicted %v): it dropped far more than its coldest tiles", used, ev)
+	}
+	if v := metric(t, "caddy_tile_cache_quota_bytes", dir+`,layer=""`); v != 1<<20 {
+		t.Errorf("quota_bytes{%s} = %v, want the local max_size", dir, v)
+	}
+	// What stayed is the last seeded level's.
+	var kept []store.Page
+	if err := local.Pages("test:a", func(ps store.PageStat) error { kept = append(kept, ps.Page); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range kept {
+		if p.Z != 6 {
+			t.Fatalf("a page of level %d stayed in the local tier while level 6 was seeded last: %v", p.Z, kept)
+		}
+	}
+	// A tile that stayed is a HIT with S3 down; the evicted level 0 is
+	// still a HIT, from S3.
+	var stayed *store.Key
+	for x := kept[0].X * store.PageSize; x < (kept[0].X+1)*store.PageSize && stayed == nil; x++ {
+		for y := kept[0].Y * store.PageSize; y < (kept[0].Y+1)*store.PageSize; y++ {
+			k := store.Key{Set: kept[0].Set, Z: 6, X: x, Y: y}
+			if _, err := local.Get(context.Background(), k, nil); err == nil {
+				stayed = &k
+				break
+			}
+		}
+	}
+	if stayed == nil {
+		t.Fatalf("page %v has a record but no tile", kept[0])
+	}
+	e.m.Stop()
+	mustTile(t, e.tile(gridset.Index{X: stayed.X, Y: stayed.Y, Z: 6}), "HIT")
+	e.m.Start()
+	mustTile(t, e.tile(gridset.Index{X: 0, Y: 0, Z: 0}), "HIT")
+	n := len(e.tiles())
+	if n < 5461 {
+		t.Fatalf("%d tile objects in the bucket, want the 5,461 seeded and more: eviction must not reach S3", n)
+	}
 }
