@@ -35,23 +35,7 @@ import (
 const killQuota = 5_000_000
 
 func quotaProcConfig(n *noisyWMS, dir string) string {
-	return fmt.Sprintf(`{
-	admin %s
-	http_port %d
-	auto_https off
-	grace_period 1ns
-	log {
-		level INFO
-	}
-}
-`, procAdmin, procPort) + siteConfig{port: procPort, admin: ptr("workers 4\ncheckpoint_interval 100ms"), tiles: `
-		upstream ` + n.URL + `/wms
-		storage ` + dir + `
-		timeout 10s
-		quota 5MB
-		layer test:a {
-			gridsets EPSG:4326
-		}`}.String()
+	return procConfigWith(n.URL, "INFO", 4, "storage "+dir+"\n\t\ttimeout 10s\n\t\tquota 5MB")
 }
 
 // procUsage reads the separate Caddy's rest/usage.json, waiting (bounded)

@@ -2,7 +2,6 @@ package caddytest
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"hash/fnv"
 	"image"
@@ -240,28 +239,18 @@ func storeFigures(t *testing.T, dir string, set store.Set, maxZ int) map[int]fig
 	out := map[int]figures{}
 	for z := 0; z <= maxZ; z++ {
 		var f figures
-		r := g.GridRange(z)
-		for y := r.MinY; y <= r.MaxY; y++ {
-			for x := r.MinX; x <= r.MaxX; x++ {
-				tile, err := b.Get(context.Background(), store.Key{Set: set, Z: z, X: x, Y: y}, nil)
-				if err == store.ErrNotFound {
-					continue
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, _, err := image.Decode(bytes.NewReader(tile.Data)); err != nil {
-					t.Fatalf("stored tile %s %d/%d/%d does not decode: %v", set.Layer, z, x, y, err)
-				}
-				size := int64(len(tile.Data)) + 17
-				if size >= 16000 {
-					t.Fatalf("setup: a tile of %d bytes; the byte figures here hold below 16 KB", size)
-				}
-				f.tiles++
-				f.bytes += size
-				f.maxTile = max(f.maxTile, size)
+		eachStoredTile(t, b, set, g, z, func(x, y int64, tile store.Tile) {
+			if _, _, err := image.Decode(bytes.NewReader(tile.Data)); err != nil {
+				t.Fatalf("stored tile %s %d/%d/%d does not decode: %v", set.Layer, z, x, y, err)
 			}
-		}
+			size := int64(len(tile.Data)) + 17
+			if size >= 16000 {
+				t.Fatalf("setup: a tile of %d bytes; the byte figures here hold below 16 KB", size)
+			}
+			f.tiles++
+			f.bytes += size
+			f.maxTile = max(f.maxTile, size)
+		})
 		if f.tiles > 0 {
 			out[z] = f
 		}

@@ -93,18 +93,24 @@ func (p *caddyProc) stop(t *testing.T, sig syscall.Signal) {
 }
 
 func procConfig(f *fakeWMS, storage string) string {
+	return procConfigWith(f.URL, "WARN", 1, "storage "+storeLines(storage))
+}
+
+// procConfigWith is the separate Caddy's config: its log level, seeding
+// workers, and the cache's lines before its one layer (storage, quota...).
+func procConfigWith(upstream, level string, workers int, cacheLines string) string {
 	return fmt.Sprintf(`{
 	admin %s
 	http_port %d
 	auto_https off
 	grace_period 1ns
 	log {
-		level WARN
+		level %s
 	}
 }
-`, procAdmin, procPort) + siteConfig{port: procPort, admin: ptr("workers 1\ncheckpoint_interval 100ms"), tiles: `
-		upstream ` + f.URL + `/wms
-		storage ` + storeLines(storage) + `
+`, procAdmin, procPort, level) + siteConfig{port: procPort, admin: ptr(fmt.Sprintf("workers %d\ncheckpoint_interval 100ms", workers)), tiles: `
+		upstream ` + upstream + `/wms
+		` + cacheLines + `
 		layer test:a {
 			gridsets EPSG:4326
 		}`}.String()

@@ -60,7 +60,17 @@ func getUsage(t *testing.T) usageDoc {
 // the fake WMS's tiles are small, so Badger's size is exact for them).
 func levelFigures(t *testing.T, dir string, set store.Set, g *gridset.Gridset, z int) (tiles, bytes int64) {
 	t.Helper()
-	b := openBadger(t, dir)
+	eachStoredTile(t, openBadger(t, dir), set, g, z, func(_, _ int64, tile store.Tile) {
+		tiles++
+		bytes += int64(len(tile.Data)) + 17
+	})
+	return tiles, bytes
+}
+
+// eachStoredTile calls fn with every tile of set stored at level z, read
+// cell by cell with Get (each read counts as a hit on its page).
+func eachStoredTile(t *testing.T, b *store.Badger, set store.Set, g *gridset.Gridset, z int, fn func(x, y int64, tile store.Tile)) {
+	t.Helper()
 	r := g.GridRange(z)
 	for y := r.MinY; y <= r.MaxY; y++ {
 		for x := r.MinX; x <= r.MaxX; x++ {
@@ -71,11 +81,9 @@ func levelFigures(t *testing.T, dir string, set store.Set, g *gridset.Gridset, z
 			if err != nil {
 				t.Fatal(err)
 			}
-			tiles++
-			bytes += int64(len(tile.Data)) + 17
+			fn(x, y, tile)
 		}
 	}
-	return tiles, bytes
 }
 
 func TestUsageThroughREST(t *testing.T) {

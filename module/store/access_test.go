@@ -356,20 +356,7 @@ func BenchmarkGetTracking(b *testing.B) {
 			if err := s.SetTracking(on); err != nil {
 				b.Fatal(err)
 			}
-			k := Key{Set: Set{Layer: "l", Gridset: "EPSG:3857", Format: "image/png", Params: "0123456789abcdef"}, Z: 14, X: 8000, Y: 5000}
-			if err := s.Put([]Entry{{Key: k, Data: image(k.Set, 0, 0, 0, 20_000)}}, time.Now()); err != nil {
-				b.Fatal(err)
-			}
-			dst := make([]byte, 0, 32<<10)
-			b.ReportAllocs()
-			b.ResetTimer()
-			for range b.N {
-				t, err := s.Get(context.Background(), k, dst)
-				if err != nil || len(t.Data) != 20_000 {
-					b.Fatal(err)
-				}
-				dst = t.Data
-			}
+			benchmarkGet(b, s)
 		})
 	}
 }

@@ -834,8 +834,10 @@ func BenchmarkReclaim100k(b *testing.B) {
 	}
 }
 
-func BenchmarkGet(b *testing.B) {
-	s := openT(b, b.TempDir())
+func BenchmarkGet(b *testing.B) { benchmarkGet(b, openT(b, b.TempDir())) }
+
+// benchmarkGet times hits on one 20 KB tile of s.
+func benchmarkGet(b *testing.B, s *Badger) {
 	k := Key{Set: Set{Layer: "l", Gridset: "EPSG:3857", Format: "image/png", Params: "0123456789abcdef"}, Z: 14, X: 8000, Y: 5000}
 	if err := s.Put([]Entry{{Key: k, Data: image(k.Set, 0, 0, 0, 20_000)}}, time.Now()); err != nil {
 		b.Fatal(err)
