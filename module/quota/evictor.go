@@ -289,17 +289,7 @@ func (e *Evictor) evict(cfg *Config, layer string, need int64, p *Pass) (int64, 
 	if err != nil {
 		return 0, err
 	}
-	slices.SortFunc(cands, func(a, b candidate) int {
-		switch {
-		case a.score < b.score:
-			return -1
-		case a.score > b.score:
-			return 1
-		}
-		// Among equals, the higher level first: its tiles are the
-		// cheapest to render again and the least likely to be seen.
-		return b.stat.Z - a.stat.Z
-	})
+	order(cands)
 	var freed int64
 	for _, c := range cands {
 		if freed >= need {
@@ -338,6 +328,30 @@ func (e *Evictor) evict(cfg *Config, layer string, need int64, p *Pass) (int64, 
 		p.Short = true
 	}
 	return freed, nil
+}
+
+// order sorts candidates coldest first.
+func order(cands []candidate) {
+	slices.SortFunc(cands, func(a, b candidate) int {
+		switch {
+		case a.score < b.score:
+			return -1
+		case a.score > b.score:
+			return 1
+		}
+		// Among equals (uses are stamped to the second), the page hit
+		// less first: a page a seed is writing into right now is as
+		// recent as one visitors keep hitting. Then the higher level:
+		// its tiles are the cheapest to render again and the least
+		// likely to be seen.
+		if a.stat.Hits != b.stat.Hits {
+			if a.stat.Hits < b.stat.Hits {
+				return -1
+			}
+			return 1
+		}
+		return b.stat.Z - a.stat.Z
+	})
 }
 
 // score orders pages coldest first under a policy.

@@ -216,3 +216,23 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatalf("defaults: %+v %v", c, err)
 	}
 }
+
+// Uses are stamped to the second: among pages used in the same second, a
+// page visitors hit goes after one a seed is writing into, and among
+// those, the higher level first.
+func TestOrderBreaksTiesByHitsThenLevel(t *testing.T) {
+	page := func(z int, hits uint64) candidate {
+		ps := store.PageStat{Page: store.Page{Set: setA, Z: z}, Last: 1000, Hits: hits}
+		return candidate{ps, score(LRU, ps, 2000)}
+	}
+	older := candidate{store.PageStat{Page: store.Page{Set: setA, Z: 1}, Last: 999, Hits: 50}, 999}
+	cands := []candidate{page(3, 40), page(9, 0), older, page(12, 0), page(2, 400)}
+	order(cands)
+	var got []string
+	for _, c := range cands {
+		got = append(got, fmt.Sprintf("z%d/%d", c.stat.Z, c.stat.Hits))
+	}
+	if s := strings.Join(got, " "); s != "z1/50 z12/0 z9/0 z3/40 z2/400" {
+		t.Fatalf("order %s, want z1/50 z12/0 z9/0 z3/40 z2/400", s)
+	}
+}
