@@ -1,18 +1,17 @@
 // Command quotadisk measures a quota on a real Badger store (module/store
 // with the options Caddy uses, module/quota's evictor): it seeds random,
 // incompressible tiles (like PNGs) several times the quota, in metatiles
-// of 4×4, while the evictor runs, and reads tiles all along. It prints
-//
-//   - the directory's allocated size (what du reports) against the quota,
-//     at its peak from 60 s after usage first crossed the quota, and at
-//     the end;
-//   - each eviction pass: tiles, bytes, how long it took (and the disk
-//     reclaim in it), so the eviction rate;
-//   - how long usage stayed over the quota each time it crossed it;
-//   - the p99 of reads (hits) while no pass runs and while one runs;
-//   - usage as recorded against a recount of the tiles at the end.
+// of 4×4, while the evictor runs, and reads tiles all along.
 //
 //	go run ./bench/quotadisk [-quota 300] [-times 3] [-min 15000] [-max 25000] [-policy lru] [-rate 10] [-dir D]
+//
+// It prints the directory's allocated size (what du reports) against the
+// quota, at its peak from 60 s after usage first crossed the quota and at
+// the end; each eviction pass (tiles, bytes, how long it took and the disk
+// reclaim in it), so the eviction rate; how long usage stayed over the
+// quota each time it crossed it; the p99 of reads (hits) while no pass
+// runs, while one evicts and while one reclaims; and usage as recorded
+// against a recount of the tiles at the end.
 package main
 
 import (
