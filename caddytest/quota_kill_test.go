@@ -236,9 +236,6 @@ func within(got, want int64, share float64) bool {
 }
 
 func TestQuotaSurvivesKills(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and kills a separate Caddy")
-	}
 	n := newNoisyWMS(t)
 	dir := storageDir(t)
 	cfg := quotaProcConfig(n, dir)
