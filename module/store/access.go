@@ -235,6 +235,15 @@ func (s *Badger) Indexing() bool { return s.indexing.Load() }
 // until the store closes.
 func (s *Badger) accessLoop() {
 	defer s.done.Done()
+	// The hits counted since the last flush are saved on every way out
+	// (Destruct waits for this before it closes the database): when the
+	// store closes, select may take a pending index request rather than
+	// the stop, and that path returns too.
+	defer func() {
+		if err := s.flushAccess(); err != nil {
+			s.log.Warn("saving tile access at close", zap.Error(err))
+		}
+	}()
 	// The hit clock ticks ten times a second: a hit stamped up to a second
 	// late would make a hot page look older than a page a seed wrote
 	// into in the same second, and go first.
@@ -244,9 +253,6 @@ func (s *Badger) accessLoop() {
 	for {
 		select {
 		case <-s.stop:
-			if err := s.flushAccess(); err != nil {
-				s.log.Warn("saving tile access at close", zap.Error(err))
-			}
 			return
 		case <-s.indexCh:
 			start := time.Now()
