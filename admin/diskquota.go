@@ -215,7 +215,7 @@ func (h *Handler) diskQuota(w http.ResponseWriter, r *http.Request, rt route) er
 	}
 	ev := c.Quota()
 	if ev == nil {
-		return httpx.Text(w, http.StatusNotFound, "no quota configured: add quota to tile_cache (Badger storage only)")
+		return httpx.Text(w, http.StatusNotFound, "no quota configured: add quota to tile_cache")
 	}
 	if r.Method == http.MethodGet {
 		return writeQuota(w, quotaDocOf(ev.Config(), ev.Enabled()), rt.format == "json" || rt.format == "" && prefersJSON(r))

@@ -406,7 +406,7 @@ func TestDiskQuotaWithoutQuota(t *testing.T) {
 	for _, m := range []string{"GET", "PUT"} {
 		for _, p := range []string{"/rest/diskquota", "/rest/diskquota.xml", "/rest/diskquota.json"} {
 			w := fx.serve(t, m, p, "", []byte(`<gwcQuotaConfiguration><enabled>true</enabled></gwcQuotaConfiguration>`))
-			if w.Code != 404 || w.Body.String() != "no quota configured: add quota to tile_cache (Badger storage only)\n" {
+			if w.Code != 404 || w.Body.String() != "no quota configured: add quota to tile_cache\n" {
 				t.Errorf("%s %s: %d %q", m, p, w.Code, w.Body.String())
 			}
 		}

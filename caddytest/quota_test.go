@@ -561,8 +561,7 @@ func TestQuotaBadConfigRefused(t *testing.T) {
 		{"quota 1MiB {\n\t\t\tkeep_levels 5 2\n\t\t}", "keep_levels 5 2 must be 0 ≤ min ≤ max ≤ 255"},
 		{"quota 1MiB {\n\t\t\tlayer test:a {\n\t\t\t\tpolicy mru\n\t\t\t}\n\t\t}", `policy "mru" is neither lru nor lfu`},
 		{"quota {\n\t\t\tpolicy lfu\n\t\t}", "set max_size for the cache or for a layer"},
-		{"quota 1MiB\n\t\ts3 {\n\t\t\tbucket tiles\n\t\t\tendpoint 127.0.0.1:1\n\t\t\tregion us-east-1\n\t\t}",
-			"quota evicts from the Badger store; it is not available with s3 storage"},
+		{"quota 1MiB {\n\t\t\tlayer test:a 0B\n\t\t}", `quota: "0B" is not a size`},
 	} {
 		msg := loadRefused(t, site(c.block))
 		if !strings.Contains(msg, c.want) {

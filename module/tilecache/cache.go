@@ -16,6 +16,7 @@ import (
 	"github.com/tilecache/caddy-tilecache/module/cluster"
 	"github.com/tilecache/caddy-tilecache/module/gridset"
 	"github.com/tilecache/caddy-tilecache/module/quota"
+	"github.com/tilecache/caddy-tilecache/module/quota/s3quota"
 	"github.com/tilecache/caddy-tilecache/module/store"
 	"github.com/tilecache/caddy-tilecache/module/store/s3store"
 	"github.com/tilecache/caddy-tilecache/module/store/tiered"
@@ -44,7 +45,10 @@ type Cache struct {
 	// local tier's max_size; each is shared per store directory across
 	// reloads.
 	evictor, localEvictor *quota.Evictor
-	fetch                 *fetcher
+	// s3quota is what the evictor sees of the bucket when the quota is
+	// over S3 storage (nil otherwise), one per bucket and prefix.
+	s3quota *s3quota.Adapter
+	fetch   *fetcher
 	// node is this process's member of the cache's cluster, or nil.
 	node *cluster.Node
 	log  *zap.Logger
@@ -177,13 +181,22 @@ func (c *Cache) open(log *zap.Logger, st store.Store, storage certmagic.Storage)
 		}
 	}
 	c.store = st
+	clusterName := ""
 	if cl := c.cfg.Cluster; cl != nil {
 		name := cl.Name
 		if name == "" {
 			name = c.name
 		}
+		clusterName = name
 		lease, poll := cl.Settings()
 		if c.node, err = cluster.Acquire(storage, name, lease, poll, log.Named("cluster")); err != nil {
+			st.Release()
+			return err
+		}
+	}
+	if c.cfg.S3 != nil && c.cfg.Quota != nil {
+		if err := c.openS3Quota(st, storage, clusterName, log); err != nil {
+			c.releaseNode()
 			st.Release()
 			return err
 		}
@@ -293,6 +306,37 @@ func (c *Cache) openStore(log *zap.Logger) (store.Store, error) {
 	return tiered.New(remote, local, to, log.Named("tiers")), nil
 }
 
+// openS3Quota puts the quota on the bucket (package quota/s3quota): one
+// adapter and one evictor per bucket and prefix in the process, shared
+// across reloads; a clustered cache shares usage, hits and the evict lock
+// with the other nodes under tile_cache/<cluster>/quota in Caddy's storage.
+func (c *Cache) openS3Quota(st store.Store, storage certmagic.Storage, clusterName string, log *zap.Logger) error {
+	ts, ok := st.(*tiered.Store)
+	if !ok {
+		return nil // a test's store
+	}
+	remote, ok := ts.Remote().(*s3store.Store)
+	if !ok {
+		return nil
+	}
+	var shared *s3quota.Shared
+	if c.node != nil && storage != nil {
+		shared = &s3quota.Shared{St: storage, Prefix: "tile_cache/" + clusterName + "/quota", ID: c.node.ID}
+	}
+	a, err := s3quota.Acquire(remote, ts, shared, log.Named("quota"))
+	if err != nil {
+		return err
+	}
+	ev, err := quota.Acquire(a, c.cfg.Quota, log.Named("quota"))
+	if err != nil {
+		a.Release()
+		return err
+	}
+	a.SetConfig(ev.Config)
+	c.evictor, c.s3quota = ev, a
+	return nil
+}
+
 // releaseEvictors gives back the quota's and the local tier's evictors.
 func (c *Cache) releaseEvictors() {
 	for _, e := range []**quota.Evictor{&c.evictor, &c.localEvictor} {
@@ -302,6 +346,12 @@ func (c *Cache) releaseEvictors() {
 			}
 			*e = nil
 		}
+	}
+	if c.s3quota != nil {
+		if err := c.s3quota.Release(); err != nil {
+			c.log.Warn("stopping the S3 quota", zap.Error(err))
+		}
+		c.s3quota = nil
 	}
 }
 

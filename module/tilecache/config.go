@@ -49,7 +49,8 @@ type Config struct {
 	// served by the REST interface's rest/usage.json. Badger storage only.
 	Usage bool `json:"usage,omitempty"`
 	// Quota bounds the store's size: past it the coldest pages of tiles
-	// are evicted (package quota). It turns usage on. Badger storage only.
+	// are evicted (package quota). It turns usage on. With s3 it bounds
+	// the bucket's tiles under the prefix (package quota/s3quota).
 	Quota *quota.Config `json:"quota,omitempty"`
 	// S3 keeps the tiles in an S3-compatible bucket, shared by every node
 	// that names it, instead of in the Badger directory.
@@ -266,9 +267,8 @@ func (c *Config) validate() error {
 		return errors.New("usage counts tiles in the Badger store; it is not available with s3 storage")
 	}
 	if c.Quota != nil {
-		if c.S3 != nil {
-			return errors.New("quota evicts from the Badger store; it is not available with s3 storage yet (bound the local tier with local max_size)")
-		}
+		// With s3 the quota bounds the bucket's tiles (package
+		// quota/s3quota); the local tier keeps its own max_size.
 		if err := c.Quota.Validate(); err != nil {
 			return err
 		}

@@ -77,6 +77,8 @@ type Store struct {
 	// calls counts requests made through call, for tests that show what
 	// an operation costs in requests rather than in time.
 	calls atomic.Int64
+	// puts counts the tiles and bytes PUT per layer (listing.go).
+	puts atomic.Pointer[PutCounts]
 
 	// requests bounds the goroutines making a tile request at once
 	// across all of the store's operations, to MaxConns: a flood of
@@ -144,9 +146,13 @@ func Open(cfg Config, log *zap.Logger) (*Store, error) {
 	// (each costs two goroutines and a socket here, and S3 throttles):
 	// calls past the bound wait for a connection, within their timeout.
 	transport.MaxConnsPerHost = MaxConns
+	var rt http.RoundTripper = transport
+	if WrapTransport != nil {
+		rt = WrapTransport(rt)
+	}
 	client, err := minio.New(cfg.Endpoint, &minio.Options{
 		Creds: creds, Secure: !cfg.Insecure, Region: cfg.Region, BucketLookup: lookup,
-		Transport: transport, MaxRetries: 1,
+		Transport: rt, MaxRetries: 1,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("s3: %w", err)
@@ -166,6 +172,7 @@ func Open(cfg Config, log *zap.Logger) (*Store, error) {
 		return zapcore.NewSamplerWithOptions(c, 10*time.Second, 3, 0)
 	}))
 	s.br.init(5, 5*time.Second, available.WithLabelValues(s.name))
+	s.puts.Store(NewPutCounts())
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(cfg.Timeout))
 	defer cancel()
@@ -332,6 +339,9 @@ func (s *Store) Put(entries []store.Entry, at time.Time) error {
 						// Tiles are small: one request each, no multipart.
 						DisableMultipart: true, SendContentMd5: false,
 					})
+				if err == nil {
+					s.countPut(e.Key.Layer, len(e.Data))
+				}
 				return err
 			})
 		})

@@ -6,6 +6,7 @@ package tiered
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -34,6 +35,20 @@ type Store struct {
 	local *store.Badger
 	hot   bool
 	log   *zap.Logger
+	// touch, when set, is told of every tile read (from either tier) or
+	// stored: a quota over the remote tier counts uses per page with it.
+	touch atomic.Pointer[func(store.Key)]
+}
+
+// SetTouch makes the store call fn with the key of every tile it reads or
+// stores from now on (nil: no more). fn is on the hit path: it must be
+// cheap and must not keep the key's strings beyond the call's need.
+func (s *Store) SetTouch(fn func(store.Key)) {
+	if fn == nil {
+		s.touch.Store(nil)
+		return
+	}
+	s.touch.Store(&fn)
 }
 
 var (
@@ -95,6 +110,9 @@ func (s *Store) Get(ctx context.Context, k store.Key, dst []byte) (store.Tile, e
 	if hot {
 		t, err := s.local.Get(ctx, lk, dst)
 		if err == nil {
+			if fn := s.touch.Load(); fn != nil {
+				(*fn)(k)
+			}
 			return t, nil
 		}
 		if !errors.Is(err, store.ErrNotFound) {
@@ -102,6 +120,11 @@ func (s *Store) Get(ctx context.Context, k store.Key, dst []byte) (store.Tile, e
 		}
 	}
 	t, err := s.remote.Get(ctx, k, dst)
+	if err == nil {
+		if fn := s.touch.Load(); fn != nil {
+			(*fn)(k)
+		}
+	}
 	if err != nil || !hot {
 		return t, err
 	}
@@ -119,6 +142,11 @@ func (s *Store) Get(ctx context.Context, k store.Key, dst []byte) (store.Tile, e
 // tries again.
 func (s *Store) Put(entries []store.Entry, at time.Time) error {
 	err := s.remote.Put(entries, at)
+	if fn := s.touch.Load(); fn != nil {
+		for i := range entries {
+			(*fn)(entries[i].Key)
+		}
+	}
 	if s.hot && len(entries) > 0 {
 		// A batch is one layer's: one version for all.
 		v, verr := s.remote.Version(entries[0].Key.Layer)
