@@ -57,7 +57,7 @@ func isPagePath(p string) bool {
 const storageMarker = `<section id="storage-section" hidden`
 
 // usageCounted reports whether rest/usage.json answers (the cache's store
-// counts usage).
+// counts usage, or a quota over S3 keeps it).
 func (h *Handler) usageCounted() bool {
 	if h.bound == nil {
 		return false
@@ -65,6 +65,9 @@ func (h *Handler) usageCounted() bool {
 	c, err := h.cache()
 	if err != nil {
 		return false
+	}
+	if c.S3Quota() != nil {
+		return true
 	}
 	ur, ok := c.Store().(store.UsageReporter)
 	return ok && ur.UsageOn()

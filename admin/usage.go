@@ -3,13 +3,17 @@ package admin
 import (
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/tilecache/caddy-tilecache/module/httpx"
 	"github.com/tilecache/caddy-tilecache/module/quota"
+	"github.com/tilecache/caddy-tilecache/module/quota/s3quota"
 	"github.com/tilecache/caddy-tilecache/module/store"
 )
 
@@ -25,14 +29,28 @@ import (
 // with a quota of its own has quota (bytes), and the document has quota:
 // the running quota (rest/diskquota changes it until the next config
 // load).
+//
+// Over S3 (with a quota, which keeps the figures: module/quota/s3quota)
+// the figures per tile set and level are the last listing's, less the
+// evictions since; listedAt says when that listing ended, and each layer's
+// unlisted {tiles, bytes} is what every node PUT since (an overwrite
+// counts again), included in the layer's and the document's totals but in
+// no tile set. estimate is true; recounting is true until the first
+// listing.
 
 type usageJSON struct {
 	// Recounting: the first count after `usage` was turned on still runs,
 	// and the figures are incomplete until it ends.
-	Recounting bool         `json:"recounting"`
-	Tiles      int64        `json:"tiles"`
-	Bytes      int64        `json:"bytes"`
-	Layers     []usageLayer `json:"layers"`
+	Recounting bool `json:"recounting"`
+	// Estimate: the figures are a quota's estimate over S3, not counts
+	// kept with every write.
+	Estimate bool `json:"estimate,omitempty"`
+	// ListedAt is when the figures' listing of the bucket ended (S3
+	// only; RFC 3339, UTC).
+	ListedAt string       `json:"listedAt,omitempty"`
+	Tiles    int64        `json:"tiles"`
+	Bytes    int64        `json:"bytes"`
+	Layers   []usageLayer `json:"layers"`
 	// Quota is the cache's running quota; absent without one.
 	Quota *usageQuota `json:"quota,omitempty"`
 }
@@ -52,12 +70,15 @@ type usageLayer struct {
 	Tiles int64  `json:"tiles"`
 	Bytes int64  `json:"bytes"`
 	// Quota is the layer's own quota in bytes, absent without one.
-	Quota      int64          `json:"quota,omitempty"`
-	LastAccess string         `json:"lastAccess,omitempty"`
-	Evicted    *usageEvicted  `json:"evicted,omitempty"`
-	TileSets   []usageTileSet `json:"tileSets"`
+	Quota      int64         `json:"quota,omitempty"`
+	LastAccess string        `json:"lastAccess,omitempty"`
+	Evicted    *usageEvicted `json:"evicted,omitempty"`
+	// Unlisted is what was PUT since the last listing (S3 only).
+	Unlisted *usageEvicted  `json:"unlisted,omitempty"`
+	TileSets []usageTileSet `json:"tileSets"`
 }
 
+// usageEvicted is a count of tiles and bytes.
 type usageEvicted struct {
 	Tiles int64 `json:"tiles"`
 	Bytes int64 `json:"bytes"`
@@ -89,9 +110,12 @@ func (h *Handler) usage(w http.ResponseWriter) error {
 		return httpx.Text(w, http.StatusServiceUnavailable, err.Error())
 	}
 	st := c.Store()
+	if sq := c.S3Quota(); sq != nil {
+		return writeUsage(w, h.s3Usage(sq.Report(), st, c.Quota()))
+	}
 	ur, ok := st.(store.UsageReporter)
 	if !ok {
-		return httpx.Text(w, http.StatusNotFound, "usage is not counted with this storage (s3); it needs the Badger store and tile_cache's usage option")
+		return httpx.Text(w, http.StatusNotFound, "usage over s3 is kept by a quota: add quota to tile_cache")
 	}
 	levels, recounting, err := ur.Usage()
 	switch {
@@ -101,10 +125,67 @@ func (h *Handler) usage(w http.ResponseWriter) error {
 		h.log.Error("reading tile usage", zap.Error(err))
 		return httpx.Text(w, http.StatusInternalServerError, "reading usage: "+err.Error())
 	}
-	rec, _ := st.(store.ParamsRecorder)
 	out := usageJSON{Recounting: recounting, Layers: []usageLayer{}}
-	// Usage comes sorted by set and level: consecutive levels of a set,
-	// consecutive sets of a layer.
+	addLevels(&out, levels, st)
+	h.usageExtras(c.Quota(), st, &out)
+	return writeUsage(w, out)
+}
+
+func writeUsage(w http.ResponseWriter, out usageJSON) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-cache")
+	return json.NewEncoder(w).Encode(out)
+}
+
+// s3Usage is the usage document of a quota over S3: no request to the
+// bucket, the figures the quota keeps.
+func (h *Handler) s3Usage(r s3quota.Report, st store.Store, ev *quota.Evictor) usageJSON {
+	out := usageJSON{Recounting: !r.Listed, Estimate: true, Layers: []usageLayer{}}
+	if r.Listed {
+		out.ListedAt = r.ListedAt.UTC().Format(time.RFC3339)
+	}
+	addLevels(&out, r.Levels, st)
+	for _, name := range slices.Sorted(maps.Keys(r.Unlisted)) {
+		u := r.Unlisted[name]
+		i := slices.IndexFunc(out.Layers, func(l usageLayer) bool { return l.Name == name })
+		if i < 0 {
+			out.Layers = append(out.Layers, usageLayer{Name: name, TileSets: []usageTileSet{}})
+			i = len(out.Layers) - 1
+		}
+		l := &out.Layers[i]
+		l.Unlisted = &usageEvicted{Tiles: u[0], Bytes: u[1]}
+		l.Tiles += u[0]
+		l.Bytes += u[1]
+		out.Tiles += u[0]
+		out.Bytes += u[1]
+	}
+	slices.SortFunc(out.Layers, func(a, b usageLayer) int { return strings.Compare(a.Name, b.Name) })
+	for i := range out.Layers {
+		l := &out.Layers[i]
+		var latest int64
+		for j := range l.TileSets {
+			ts := &l.TileSets[j]
+			t := r.LastAccess[store.Set{Layer: l.Name, Gridset: ts.GridSetID, Format: ts.Format, Params: ts.ParametersID}]
+			ts.LastAccess = rfc3339(t)
+			latest = max(latest, t)
+		}
+		for set, t := range r.LastAccess {
+			if set.Layer == l.Name {
+				latest = max(latest, t) // a set used but not listed yet
+			}
+		}
+		l.LastAccess = rfc3339(latest)
+		e := r.Evicted[l.Name]
+		l.Evicted = &usageEvicted{Tiles: e[0], Bytes: e[1]}
+	}
+	h.usageExtras(ev, nil, &out)
+	return out
+}
+
+// addLevels adds usage figures, sorted by set and level, to a document:
+// consecutive levels of a set, consecutive sets of a layer.
+func addLevels(out *usageJSON, levels []store.LevelUsage, st store.Store) {
+	rec, _ := st.(store.ParamsRecorder)
 	for _, lv := range levels {
 		if n := len(out.Layers); n == 0 || out.Layers[n-1].Name != lv.Set.Layer {
 			out.Layers = append(out.Layers, usageLayer{Name: lv.Set.Layer, TileSets: []usageTileSet{}})
@@ -131,10 +212,6 @@ func (h *Handler) usage(w http.ResponseWriter) error {
 		out.Tiles += lv.Tiles
 		out.Bytes += lv.Bytes
 	}
-	h.usageExtras(c.Quota(), st, &out)
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-cache")
-	return json.NewEncoder(w).Encode(out)
 }
 
 // pageLister is a store that tracks access by page (store.Badger).

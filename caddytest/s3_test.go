@@ -32,6 +32,12 @@ type s3Env struct {
 
 func newS3Env(t *testing.T, local string) *s3Env {
 	t.Helper()
+	return newS3EnvWith(t, local, "")
+}
+
+// newS3EnvWith is newS3Env with more lines for tile_cache (after s3).
+func newS3EnvWith(t *testing.T, local, more string) *s3Env {
+	t.Helper()
 	ownStore(t) // its own MinIO, bucket and prefix, in every pass
 	e := &s3Env{t: t, m: s3test.Start(t), f: newFakeWMS(t), prefix: fmt.Sprintf("node%d", s3Seq.Add(1))}
 	e.bucket = e.m.Bucket("tiles")
@@ -50,7 +56,8 @@ func newS3Env(t *testing.T, local string) *s3Env {
 			access_key {env.TC_S3_KEY}
 			secret_key {env.TC_S3_SECRET}
 			` + local + `
-		}`
+		}
+		` + more
 	load(t, adminConfig(t, e.f, storage, "retry_wait 100ms", `
 		layer test:a {
 			gridsets EPSG:4326

@@ -494,14 +494,23 @@
     total.cells[4].textContent = list.some((l) => l.evicted) ? fmtEvicted(evicted) : '';
     total.cells[5].textContent = fmtWhen(last);
     const notes = [];
-    if (usage.recounting) {
+    // warn: a note that the figures are incomplete or eviction is off.
+    let warn = false;
+    if (usage.estimate) {
+      warn = usage.recounting;
+      notes.push(usage.recounting
+        ? 'The bucket has not been listed yet: the figures are what this cache stored since it started.'
+        : `An estimate: the bucket as listed ${fmtWhen(usage.listedAt)}, plus what was stored since.`);
+    } else if (usage.recounting) {
+      warn = true;
       notes.push('Counting the tiles stored before usage was turned on: the figures are incomplete.');
     }
     if (q && !q.enabled) {
+      warn = true;
       notes.push('Eviction is paused (rest/diskquota enabled false).');
     }
     $('storage-msg').textContent = notes.join(' ');
-    $('storage-msg').className = notes.length ? 'over' : '';
+    $('storage-msg').className = warn ? 'over' : '';
     $('storage-section').hidden = false;
   }
 

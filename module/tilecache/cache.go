@@ -381,6 +381,10 @@ func (c *Cache) releaseNode() {
 // Quota is the evictor enforcing the cache's quota, or nil without one.
 func (c *Cache) Quota() *quota.Evictor { return c.evictor }
 
+// S3Quota is what the quota knows of the bucket when it is over S3
+// storage (its usage for rest/usage.json), or nil.
+func (c *Cache) S3Quota() *s3quota.Adapter { return c.s3quota }
+
 // Cluster is this process's node of the cache's cluster, or nil when the
 // cache is not clustered.
 func (c *Cache) Cluster() *cluster.Node { return c.node }
