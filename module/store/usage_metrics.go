@@ -8,9 +8,27 @@ import (
 
 // UsageCollector reports, at each scrape, the tiles and bytes of every
 // layer of every open store that counts usage (Options.Usage), read from
-// its usage records like rest/usage.json. It is process-wide, like the
-// stores it reads.
+// its usage records like rest/usage.json, and of every UsageSource. It is
+// process-wide, like the stores it reads.
 func UsageCollector() prometheus.Collector { return usageCollector() }
+
+// A UsageSource is usage kept outside a Badger store (a quota's estimate
+// of an S3 bucket), reported with the stores' under its Name as dir: one
+// collector, since a registry refuses two that describe the same metric.
+type UsageSource interface {
+	Name() string
+	// LayerUsage is [tiles, bytes] per layer; recounting is true while
+	// the figures are incomplete.
+	LayerUsage() (byLayer map[string][2]int64, recounting bool)
+}
+
+var usageSources sync.Map // UsageSource → struct{}
+
+// AddUsageSource makes the collector report s until RemoveUsageSource.
+func AddUsageSource(s UsageSource) { usageSources.Store(s, struct{}{}) }
+
+// RemoveUsageSource stops reporting s.
+func RemoveUsageSource(s UsageSource) { usageSources.Delete(s) }
 
 var usageCollector = sync.OnceValue(func() *usageMetrics {
 	const ns, sub = "caddy", "tile_cache"
@@ -65,6 +83,20 @@ func (m *usageMetrics) Collect(ch chan<- prometheus.Metric) {
 			r = 1
 		}
 		ch <- prometheus.MustNewConstMetric(m.recounting, prometheus.GaugeValue, r, s.dir)
+		return true
+	})
+	usageSources.Range(func(k, _ any) bool {
+		src := k.(UsageSource)
+		byLayer, recounting := src.LayerUsage()
+		for layer, v := range byLayer {
+			ch <- prometheus.MustNewConstMetric(m.tiles, prometheus.GaugeValue, float64(v[0]), src.Name(), layer)
+			ch <- prometheus.MustNewConstMetric(m.bytes, prometheus.GaugeValue, float64(v[1]), src.Name(), layer)
+		}
+		r := 0.0
+		if recounting {
+			r = 1
+		}
+		ch <- prometheus.MustNewConstMetric(m.recounting, prometheus.GaugeValue, r, src.Name())
 		return true
 	})
 }

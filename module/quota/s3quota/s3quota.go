@@ -260,6 +260,7 @@ func newAdapter(name string, shared *Shared, log *zap.Logger) *Adapter {
 		a.log = log.With(zap.String("node", shared.ID))
 	}
 	go a.loop()
+	store.AddUsageSource(a)
 	return a
 }
 
@@ -284,6 +285,7 @@ func (a *Adapter) Release() error {
 // Destruct stops the adapter: an evict lock held is given back, and the
 // node's counts are written a last time.
 func (a *Adapter) Destruct() error {
+	store.RemoveUsageSource(a)
 	close(a.stop)
 	<-a.done
 	a.mu.Lock()
@@ -896,6 +898,19 @@ func (a *Adapter) Evicted() (map[string][2]int64, error) {
 }
 
 var _ quota.Store = (*Adapter)(nil)
+
+// LayerUsage implements store.UsageSource (the usage gauges): per layer,
+// the estimate's [tiles, bytes]; recounting until the first listing.
+func (a *Adapter) LayerUsage() (map[string][2]int64, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := map[string][2]int64{}
+	for _, lv := range a.estimate() {
+		v := out[lv.Set.Layer]
+		out[lv.Set.Layer] = [2]int64{v[0] + lv.Tiles, v[1] + lv.Bytes}
+	}
+	return out, a.epoch == ""
+}
 
 // Report is the bucket's usage as this node knows it, for
 // rest/usage.json.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/caddyserver/certmagic"
 	"github.com/minio/minio-go/v7"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/tilecache/caddy-tilecache/module/quota"
@@ -187,6 +188,59 @@ func TestUsageEstimateAndOverwrites(t *testing.T) {
 	if n, _ := bucketBytes(t, m, b); n != 32 {
 		t.Fatalf("%d objects left", n)
 	}
+	if v := usageGauge(t, a.Name()); v != 24000 {
+		t.Fatalf("usage_bytes gauge %v after the listing", v)
+	}
+	// Under the quota, a bucket written since its listing is listed
+	// again once RefreshEvery has passed: the overwrite's double count
+	// ends there.
+	defer func(d time.Duration) { RefreshEvery = d }(RefreshEvery)
+	RefreshEvery = MinListEvery
+	cfg.MaxSize = 1 << 30
+	if err := remote.Put(mt, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if lv, _, _ := a.Usage(); total(lv) != 40000 || usageGauge(t, a.Name()) != 40000 {
+		t.Fatalf("estimate %d, gauge %v after an overwrite", total(lv), usageGauge(t, a.Name()))
+	}
+	time.Sleep(RefreshEvery)
+	reqs.reset()
+	if lv, rc, err := a.Usage(); err != nil || rc || total(lv) != 24000 || reqs.get("LIST") == 0 {
+		t.Fatalf("after RefreshEvery: %d bytes, recounting %v, %v, %d list requests", total(lv), rc, err, reqs.get("LIST"))
+	}
+	// Nothing written since: no listing, however old the last.
+	time.Sleep(RefreshEvery)
+	reqs.reset()
+	if lv, _, _ := a.Usage(); total(lv) != 24000 || reqs.get("LIST") != 0 {
+		t.Fatalf("nothing written: %d bytes, %d list requests", total(lv), reqs.get("LIST"))
+	}
+}
+
+// usageGauge is caddy_tile_cache_usage_bytes{dir, layer="test:a"} as a
+// registry gathers it from store.UsageCollector.
+func usageGauge(t *testing.T, dir string) float64 {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(store.UsageCollector())
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "caddy_tile_cache_usage_bytes" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["dir"] == dir && labels["layer"] == "test:a" {
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	return -1
 }
 
 // Eviction takes the coldest pages, by Last-Modified and by recorded
