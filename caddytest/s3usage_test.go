@@ -2,7 +2,6 @@ package caddytest
 
 import (
 	"context"
-	"encoding/json"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,53 +12,6 @@ import (
 	"github.com/tilecache/caddy-tilecache/module/gridset"
 	"github.com/tilecache/caddy-tilecache/module/quota/s3quota"
 )
-
-// s3Usage is what the test reads of rest/usage.json over S3.
-type s3Usage struct {
-	Recounting bool   `json:"recounting"`
-	Estimate   bool   `json:"estimate"`
-	ListedAt   string `json:"listedAt"`
-	Tiles      int64  `json:"tiles"`
-	Bytes      int64  `json:"bytes"`
-	Layers     []struct {
-		Name       string `json:"name"`
-		Tiles      int64  `json:"tiles"`
-		Bytes      int64  `json:"bytes"`
-		LastAccess string `json:"lastAccess"`
-		Unlisted   *struct {
-			Tiles int64 `json:"tiles"`
-			Bytes int64 `json:"bytes"`
-		} `json:"unlisted"`
-		Evicted *struct {
-			Tiles int64 `json:"tiles"`
-		} `json:"evicted"`
-		TileSets []struct {
-			GridSetID  string `json:"gridSetId"`
-			LastAccess string `json:"lastAccess"`
-			Levels     []struct {
-				Zoom  int   `json:"zoom"`
-				Tiles int64 `json:"tiles"`
-				Bytes int64 `json:"bytes"`
-			} `json:"levels"`
-		} `json:"tileSets"`
-	} `json:"layers"`
-	Quota *struct {
-		MaxSize int64 `json:"maxSize"`
-	} `json:"quota"`
-}
-
-func readS3Usage(t *testing.T) s3Usage {
-	t.Helper()
-	a := rest(t, "GET", "/rest/usage.json", "", "")
-	if a.status != 200 {
-		t.Fatalf("usage.json: %d %s", a.status, a.body)
-	}
-	var u s3Usage
-	if err := json.Unmarshal(a.body, &u); err != nil {
-		t.Fatalf("usage.json: %v: %s", err, a.body)
-	}
-	return u
-}
 
 // bucketLevels is the tile objects of test:a per level: [tiles, bytes].
 func (e *s3Env) bucketLevels() (map[int][2]int64, int64) {
@@ -94,14 +46,14 @@ func TestS3UsageFromTheQuota(t *testing.T) {
 	defer func(d time.Duration) { s3quota.RefreshEvery = d }(s3quota.RefreshEvery)
 	s3quota.RefreshEvery = 3 * time.Second
 	e := newS3EnvWith(t, "", "quota 1GiB")
-	waitFor(t, "the first listing of the bucket", func() bool { return !readS3Usage(t).Recounting })
+	waitFor(t, "the first listing of the bucket", func() bool { return !readUsage(t).Recounting })
 	start := time.Now().Truncate(time.Second)
 	path := submit(t, "test:a", "json", `{"seedRequest":{"gridSetId":"EPSG:4326","zoomStart":0,"zoomStop":4,"type":"seed","format":"image/png"}}`)
 	if ti := waitTask(t, path); ti.State != "DONE" || ti.FailedTiles != 0 {
 		t.Fatalf("seed: %+v", ti)
 	}
 	levels, total := e.bucketLevels()
-	u := readS3Usage(t)
+	u := readUsage(t)
 	if !u.Estimate || u.Quota == nil || u.Quota.MaxSize != 1<<30 || len(u.Layers) != 1 || u.Layers[0].Name != "test:a" {
 		t.Fatalf("usage.json: %+v", u)
 	}
@@ -115,7 +67,7 @@ func TestS3UsageFromTheQuota(t *testing.T) {
 	hitAt := time.Now().Truncate(time.Second).Add(-time.Second)
 	mustTile(t, e.tile(gridset.Index{X: 1, Y: 0, Z: 3}), "HIT")
 	waitFor(t, "the bucket listed again, every level in a tile set", func() bool {
-		u = readS3Usage(t)
+		u = readUsage(t)
 		return len(u.Layers) == 1 && u.Layers[0].Unlisted == nil && len(u.Layers[0].TileSets) == 1
 	})
 	l := u.Layers[0]

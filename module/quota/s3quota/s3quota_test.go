@@ -366,23 +366,39 @@ func TestSeedThreeTimesQuota(t *testing.T) {
 	}
 }
 
+// twoNodes are two stores and two adapters over one bucket and one
+// storage, as two clustered processes have them, under a quota of 1 GiB.
+type twoNodes struct {
+	m      *s3test.Server
+	bucket string
+	fs     *certmagic.FileStorage
+	cfg    *quota.Config
+	r1, r2 *s3store.Store
+	a1, a2 *Adapter
+}
+
+func newTwoNodes(t *testing.T, bucket string) *twoNodes {
+	t.Helper()
+	n := &twoNodes{m: s3test.Start(t), fs: &certmagic.FileStorage{Path: t.TempDir()}, cfg: &quota.Config{MaxSize: 1 << 30}}
+	n.bucket = n.m.Bucket(bucket)
+	n.r1, n.r2 = openRemote(t, n.m, n.bucket), openRemote(t, n.m, n.bucket)
+	n.r2.SetPutCounts(s3store.NewPutCounts())
+	n.a1 = newTestAdapter(t, n.r1, &Shared{St: n.fs, Prefix: "tile_cache/x/quota", ID: "n1"}, n.cfg)
+	// A second adapter of the same bucket needs another pool key: a
+	// different area name stands for another process.
+	n.a2 = newAdapter("second", &Shared{St: n.fs, Prefix: "tile_cache/x/quota", ID: "n2"}, zap.NewNop())
+	n.a2.attach(n.r2, nil)
+	n.a2.SetConfig(func() *quota.Config { return n.cfg })
+	t.Cleanup(func() { n.a2.Destruct() })
+	return n
+}
+
 // Two nodes (two stores, two adapters) over one bucket and one storage:
 // each writes only its own record, each estimate holds both nodes' PUTs,
 // and a listing resets them.
 func TestClusterMergedUsage(t *testing.T) {
-	m := s3test.Start(t)
-	b := m.Bucket("merged")
-	fs := &certmagic.FileStorage{Path: t.TempDir()}
-	cfg := &quota.Config{MaxSize: 1 << 30}
-	r1, r2 := openRemote(t, m, b), openRemote(t, m, b)
-	r2.SetPutCounts(s3store.NewPutCounts())
-	a1 := newTestAdapter(t, r1, &Shared{St: fs, Prefix: "tile_cache/x/quota", ID: "n1"}, cfg)
-	// A second adapter of the same bucket needs another pool key: a
-	// different area name stands for another process.
-	a2 := newAdapter("second", &Shared{St: fs, Prefix: "tile_cache/x/quota", ID: "n2"}, zap.NewNop())
-	a2.attach(r2, nil)
-	a2.SetConfig(func() *quota.Config { return cfg })
-	t.Cleanup(func() { a2.Destruct() })
+	n := newTwoNodes(t, "merged")
+	fs, cfg, r1, r2, a1, a2 := n.fs, n.cfg, n.r1, n.r2, n.a1, n.a2
 	if _, _, err := a1.Usage(); err != nil { // lists: the first epoch
 		t.Fatal(err)
 	}
@@ -433,17 +449,8 @@ func TestClusterMergedUsage(t *testing.T) {
 // estimates hold every byte in the bucket, and at most the PUTs made
 // shortly before the listing twice.
 func TestPutsDuringAListingCount(t *testing.T) {
-	m := s3test.Start(t)
-	b := m.Bucket("during")
-	fs := &certmagic.FileStorage{Path: t.TempDir()}
-	cfg := &quota.Config{MaxSize: 1 << 30}
-	r1, r2 := openRemote(t, m, b), openRemote(t, m, b)
-	r2.SetPutCounts(s3store.NewPutCounts())
-	a1 := newTestAdapter(t, r1, &Shared{St: fs, Prefix: "tile_cache/x/quota", ID: "n1"}, cfg)
-	a2 := newAdapter("second", &Shared{St: fs, Prefix: "tile_cache/x/quota", ID: "n2"}, zap.NewNop())
-	a2.attach(r2, nil)
-	a2.SetConfig(func() *quota.Config { return cfg })
-	t.Cleanup(func() { a2.Destruct() })
+	n := newTwoNodes(t, "during")
+	m, b, r2, a1, a2 := n.m, n.bucket, n.r2, n.a1, n.a2
 	if _, _, err := a1.Usage(); err != nil { // the first epoch
 		t.Fatal(err)
 	}
