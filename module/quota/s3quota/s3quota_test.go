@@ -512,3 +512,45 @@ func TestTouchAllocatesNothing(t *testing.T) {
 		t.Fatalf("%d uses counted", h)
 	}
 }
+
+// The evict lock of a node that holds it and beats is never broken; once
+// its beats stop (a node that died or hung mid-pass), another node breaks
+// it after BreakAfter and makes the pass itself.
+func TestSilentHolderLockBroken(t *testing.T) {
+	defer func(d time.Duration) { BreakAfter = d }(BreakAfter)
+	BreakAfter = 1500 * time.Millisecond
+	n := newTwoNodes(t, "silent")
+	n.cfg.MaxSize = 1000
+	if err := n.r2.Put(metatile(3, 0, 0, 100), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	// A third node takes the lock for a pass and beats while it holds it.
+	r3 := openRemote(t, n.m, n.bucket)
+	r3.SetPutCounts(s3store.NewPutCounts())
+	a3 := newAdapter("third", &Shared{St: n.fs, Prefix: "tile_cache/x/quota", ID: "n3"}, zap.NewNop())
+	a3.attach(r3, nil)
+	a3.SetConfig(func() *quota.Config { return n.cfg })
+	t.Cleanup(func() { store.RemoveUsageSource(a3) })
+	if _, rc, err := a3.Usage(); err != nil || rc || !a3.holding {
+		t.Fatalf("n3: recounting %v, %v, holding %v", rc, err, a3.holding)
+	}
+	for end := time.Now().Add(2 * BreakAfter); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if _, rc, err := n.a2.Usage(); err != nil || !rc || n.a2.locked {
+			t.Fatalf("n2 while n3 holds the lock and beats: recounting %v, %v, locked %v", rc, err, n.a2.locked)
+		}
+	}
+	// n3 falls silent: its loop stops, the lock stays taken.
+	close(a3.stop)
+	<-a3.done
+	deadline := time.Now().Add(10 * BreakAfter)
+	for !n.a2.holding {
+		if time.Now().After(deadline) {
+			t.Fatal("n2 never broke the lock of a silent holder")
+		}
+		time.Sleep(100 * time.Millisecond)
+		if _, _, err := n.a2.Usage(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n.a2.Usage() // ends n2's pass
+}
