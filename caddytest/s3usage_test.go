@@ -41,7 +41,8 @@ func (e *s3Env) bucketLevels() (map[int][2]int64, int64) {
 // is every byte PUT (listed plus unlisted, exact when nothing was
 // overwritten); once the bucket is listed again, every level matches the
 // bucket object for object and byte for byte; last access and evictions
-// are there, and the task page shows its Storage panel.
+// are there, and the task page shows its Storage panel; after a
+// truncation, the figures drop to nothing.
 func TestS3UsageFromTheQuota(t *testing.T) {
 	defer func(d time.Duration) { s3quota.RefreshEvery = d }(s3quota.RefreshEvery)
 	s3quota.RefreshEvery = 3 * time.Second
@@ -96,4 +97,13 @@ func TestS3UsageFromTheQuota(t *testing.T) {
 	if page := rest(t, "GET", "/", "", ""); !strings.Contains(string(page.body), `data-usage="on"`) {
 		t.Errorf("the task page has no Storage panel")
 	}
+	// A truncation: the figures follow within a listing's spacing (5 s),
+	// with nothing stored since.
+	if a := rest(t, "POST", "/rest/masstruncate", "text/xml", "<truncateLayer><layerName>test:a</layerName></truncateLayer>"); a.status != 200 {
+		t.Fatalf("truncateLayer: %d %s", a.status, a.body)
+	}
+	waitFor(t, "usage.json without the truncated tiles", func() bool {
+		u = readUsage(t)
+		return u.Tiles == 0 && (len(u.Layers) == 0 || u.Layers[0].Tiles == 0)
+	})
 }

@@ -116,6 +116,7 @@ type Adapter struct {
 	newest   map[levelKey]int64             // newest Last-Modified listed per level, Unix seconds
 	baseAt   time.Time                      // when the last listing ended, by the lister's clock
 	baseTook time.Duration                  // how long it took
+	removals int64                          // the store's truncations and range deletions when this node last listed
 	baseline map[string][2]int64            // own cumulative PUTs the epoch's counts start from
 	history  []countsAt                     // own cumulative PUTs at past syncs, oldest first
 	others   map[string]map[string][2]int64 // other nodes' PUTs since the epoch
@@ -601,10 +602,16 @@ func (a *Adapter) Usage() ([]store.LevelUsage, bool, error) {
 }
 
 // stale reports whether the bucket is due to be listed again for its
-// figures' sake: written since the last listing, which is RefreshEvery
-// old (a.mu held).
+// figures' sake (a.mu held): this node truncated or deleted a range since
+// it last listed (the figures hold what is gone: listed again as soon as
+// listings may follow each other), or the bucket was written since the
+// last listing, which is RefreshEvery old.
 func (a *Adapter) stale(est []store.LevelUsage) bool {
-	if time.Since(a.listedAt) < max(RefreshEvery, 10*a.baseTook) {
+	since := time.Since(a.listedAt)
+	if a.puts.Removals() != a.removals && since >= max(MinListEvery, 10*a.baseTook) {
+		return true
+	}
+	if since < max(RefreshEvery, 10*a.baseTook) {
 		return false
 	}
 	for _, lv := range est {
@@ -669,7 +676,7 @@ func (a *Adapter) list() error {
 	if remote == nil {
 		return errors.New("s3 quota: no store")
 	}
-	snap := a.puts.Snapshot()
+	snap, removals := a.puts.Snapshot(), a.puts.Removals()
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), ListTimeout)
 	defer cancel()
@@ -714,6 +721,7 @@ func (a *Adapter) list() error {
 	a.epoch = newEpoch()
 	a.rev = 0
 	a.levels, a.newest = levels, newest
+	a.removals = removals
 	a.baseAt, a.baseTook = time.Now(), took
 	a.baseline = snap
 	a.others = map[string]map[string][2]int64{}

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/tilecache/caddy-tilecache/module/gridset"
 	"github.com/tilecache/caddy-tilecache/module/quota"
 	"github.com/tilecache/caddy-tilecache/module/store"
 	"github.com/tilecache/caddy-tilecache/module/store/s3store"
@@ -553,4 +554,43 @@ func TestSilentHolderLockBroken(t *testing.T) {
 		}
 	}
 	n.a2.Usage() // ends n2's pass
+}
+
+// A range deletion or a truncation makes the figures stale: the bucket is
+// listed again as soon as listings may follow each other, quota crossed
+// or not, and the figures drop to what is left.
+func TestRemovalsRelist(t *testing.T) {
+	m := s3test.Start(t)
+	b := m.Bucket("removals")
+	remote := openRemote(t, m, b)
+	a := newTestAdapter(t, remote, nil, &quota.Config{MaxSize: 1 << 30})
+	if _, _, err := a.Usage(); err != nil { // the first listing
+		t.Fatal(err)
+	}
+	for _, mt := range [][]store.Entry{metatile(4, 0, 0, 100), metatile(4, 4, 0, 200)} {
+		if err := remote.Put(mt, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(MinListEvery)
+	// Nothing removed, nothing listed: the PUTs count as they were.
+	reqs.reset()
+	if lv, _, _ := a.Usage(); total(lv) != 16*300 || reqs.get("LIST") != 0 {
+		t.Fatalf("estimate %d, %d list requests", total(lv), reqs.get("LIST"))
+	}
+	n, err := remote.DeleteRange(set, 4, gridset.Range{MinX: 0, MinY: 0, MaxX: 3, MaxY: 3}, nil)
+	if err != nil || n != 16 {
+		t.Fatalf("DeleteRange: %d, %v", n, err)
+	}
+	time.Sleep(MinListEvery)
+	if lv, _, err := a.Usage(); err != nil || total(lv) != 16*200 {
+		t.Fatalf("after a range deletion: %d bytes, %v", total(lv), err)
+	}
+	if err := remote.TruncateLayer(set.Layer); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(MinListEvery)
+	if lv, _, err := a.Usage(); err != nil || total(lv) != 0 {
+		t.Fatalf("after truncateLayer: %d bytes, %v", total(lv), err)
+	}
 }

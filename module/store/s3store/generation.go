@@ -163,6 +163,7 @@ func (s *Store) TruncateLayer(layer string) error {
 		return err
 	}
 	s.gens.set(layer, gen+1)
+	s.countRemoval()
 	s.log.Info("layer truncated", zap.String("layer", layer), zap.Uint64("generation", gen+1))
 	select {
 	case s.kick <- struct{}{}:

@@ -31,6 +31,9 @@ var WrapTransport func(http.RoundTripper) http.RoundTripper
 type PutCounts struct {
 	mu sync.RWMutex
 	m  map[string]*putCount
+	// removals counts truncations and range deletions: after one, a
+	// quota's figures are stale until the next listing.
+	removals atomic.Int64
 }
 
 type putCount struct{ tiles, bytes atomic.Int64 }
@@ -65,11 +68,20 @@ func (c *PutCounts) Snapshot() map[string][2]int64 {
 	return out
 }
 
+// Removals is how many truncations and range deletions the stores made.
+func (c *PutCounts) Removals() int64 { return c.removals.Load() }
+
 // PutCounts is where the store counts its PUTs.
 func (s *Store) PutCounts() *PutCounts { return s.puts.Load() }
 
 // SetPutCounts makes the store count its PUTs into c from now on.
 func (s *Store) SetPutCounts(c *PutCounts) { s.puts.Store(c) }
+
+func (s *Store) countRemoval() {
+	if c := s.puts.Load(); c != nil {
+		c.removals.Add(1)
+	}
+}
 
 func (s *Store) countPut(layer string, n int) {
 	if c := s.puts.Load(); c != nil {

@@ -437,6 +437,9 @@ func (s *Store) DeleteRange(set store.Set, z int, r gridset.Range, stop func() b
 		return 0, err
 	}
 	n, err := s.deleteKeys(doomed, stop)
+	if n > 0 {
+		s.countRemoval()
+	}
 	if err != nil {
 		return n, err
 	}
