@@ -143,23 +143,6 @@ MODULES=$("$TMP/caddy" list-modules) || die "$CADDY_BIN list-modules failed"
 grep -qx 'http.handlers.tile_cache_admin' <<<"$MODULES" || die "$CADDY_BIN lacks tile_cache_admin"
 go build -o "$TMP/fakewms" ./bench/fakewms || die "building bench/fakewms"
 
-PICKED=" "
-# Below the kernel's ephemeral range (32768..60999 here): a port picked
-# there can be taken by any outgoing connection before its server binds it.
-EPH_LOW=$(awk '{ print $1 }' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
-pick_port() { # free loopback port, never handed out twice
-	local p _
-	for _ in $(seq 200); do
-		p=$((20000 + RANDOM % (EPH_LOW > 22000 ? EPH_LOW - 20000 : 12000)))
-		[[ $PICKED == *" $p "* ]] && continue
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-			PICKED+="$p "
-			printf -v "$1" '%s' "$p"
-			return 0
-		fi
-	done
-	die "no free port found"
-}
 pick_port FAKE_PORT
 pick_port MINIO_PORT
 pick_port MINIO_CONSOLE

@@ -5,7 +5,7 @@
 # in WATCHDOG_PID, for cleanup to stop), opens the report
 # $HERE/results/NAME-<date>-<time>.txt (REPORT, STAMP; out prints a line to
 # both) and installs jq if it is missing. stop_pid is the scripts' way of
-# stopping what they started.
+# stopping what they started; pick_port VAR gives them loopback ports.
 frame() {
 	trap cleanup EXIT
 	trap 'exit 130' INT
@@ -33,4 +33,23 @@ stop_pid() {
 	for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
 	kill -KILL "$p" 2>/dev/null || true
 	wait "$p" 2>/dev/null || true
+}
+# pick_port VAR: sets VAR to a free loopback port (connect refused: nobody
+# listens), never one handed out before in this run, and below the kernel's
+# ephemeral range: a port picked there can be taken by any outgoing
+# connection before its server binds it.
+PICKED=" "
+EPH_LOW=$(awk '{ print $1 }' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+pick_port() {
+	local p _
+	for _ in $(seq 200); do
+		p=$((20000 + RANDOM % (EPH_LOW > 22000 ? EPH_LOW - 20000 : 12000)))
+		[[ $PICKED == *" $p "* ]] && continue
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+			PICKED+="$p "
+			printf -v "$1" '%s' "$p"
+			return 0
+		fi
+	done
+	die "no free port found"
 }

@@ -125,20 +125,6 @@ cp "$CADDY_BIN" "$TMP/caddy"
 for t in replay hitlat pngstat; do go build -o "$TMP/$t" "./bench/$t" || die "building bench/$t"; done
 "$ROOT/upstream/install.sh" >/dev/null || die "upstream/install.sh failed"
 
-PICKED=" "
-pick_port() {
-	local p _
-	for _ in $(seq 200); do
-		p=$((20000 + RANDOM % 40000))
-		[[ $PICKED == *" $p "* ]] && continue
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-			PICKED+="$p "
-			printf -v "$1" '%s' "$p"
-			return 0
-		fi
-	done
-	die "no free port found"
-}
 pick_port UP_PORT
 pick_port PORT
 pick_port ADMIN_PORT

@@ -69,10 +69,9 @@ log "building Caddy and the fake WMS"
 go build -o "$TMP/caddy" ./cmd/caddy
 go build -o "$TMP/fakewms" ./bench/fakewms
 
-pick_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-WMS_PORT=$(pick_port)
-HTTP_PORT=$(pick_port)
-ADMIN_PORT=$(pick_port)
+pick_port WMS_PORT
+pick_port HTTP_PORT
+pick_port ADMIN_PORT
 "$TMP/fakewms" -addr "127.0.0.1:$WMS_PORT" -delay "$DELAY" -prerender 1024x1024 >"$TMP/fakewms.log" 2>&1 &
 FAKE_PID=$!
 HASH=$("$TMP/caddy" hash-password --plaintext bench 2>/dev/null)

@@ -124,20 +124,6 @@ go build -o "$TMP/fakewms" ./bench/fakewms || die "building bench/fakewms"
 go build -o "$TMP/replay" ./bench/replay || die "building bench/replay"
 "$ROOT/upstream/install.sh" >/dev/null || die "upstream/install.sh failed"
 
-PICKED=" "
-pick_port() { # free loopback port, never handed out twice
-	local p _
-	for _ in $(seq 200); do
-		p=$((20000 + RANDOM % 40000))
-		[[ $PICKED == *" $p "* ]] && continue
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-			PICKED+="$p "
-			printf -v "$1" '%s' "$p"
-			return 0
-		fi
-	done
-	die "no free port found"
-}
 pick_port UP_PORT
 pick_port FAKE_PORT
 pick_port ADMIN_PORT

@@ -117,20 +117,6 @@ go build -o "$TMP/fakewms" ./bench/fakewms || die "building bench/fakewms"
 avail=$(df -Pk "$TMP" | awk 'NR == 2 { print $4 }')
 ((avail > 4 * 1024 * 1024)) || die "less than 4 GB free in /tmp"
 
-PICKED=" "
-pick_port() {
-	local p _
-	for _ in $(seq 200); do
-		p=$((20000 + RANDOM % 40000))
-		[[ $PICKED == *" $p "* ]] && continue
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-			PICKED+="$p "
-			printf -v "$1" '%s' "$p"
-			return 0
-		fi
-	done
-	die "no free port found"
-}
 pick_port FAKE_PORT
 pick_port ADMIN_PORT
 pick_port PORT
