@@ -118,7 +118,7 @@ type Adapter struct {
 	baseTook time.Duration                  // how long it took
 	removals int64                          // the store's truncations and range deletions when this node last listed
 	baseline map[string][2]int64            // own cumulative PUTs the epoch's counts start from
-	history  []countsAt                     // own cumulative PUTs at past syncs, oldest first
+	history  []countsAt                     // own cumulative PUTs, one a second (the loop), oldest first
 	others   map[string]map[string][2]int64 // other nodes' PUTs since the epoch
 	listedAt time.Time                      // by this node's clock
 	synced   bool
@@ -346,10 +346,9 @@ func (a *Adapter) syncOnce() error {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	snap, now := a.puts.Snapshot(), time.Now()
+	snap := a.puts.Snapshot()
 	a.mu.Lock()
 	rec := nodeRecord{ID: sh.ID, Epoch: a.epoch, Layers: since(snap, a.baseline)}
-	a.remember(now, snap)
 	holding, beat := a.locked, a.holderBeat
 	if holding {
 		a.holderBeat++

@@ -468,6 +468,10 @@ func TestPutsDuringAListingCount(t *testing.T) {
 		if err := r2.Put(metatile(2, 4, 0, 200), time.Now()); err != nil {
 			t.Error(err)
 		}
+		// n2's loop takes its counts, with these PUTs, and it syncs.
+		a2.mu.Lock()
+		a2.remember(time.Now(), a2.puts.Snapshot())
+		a2.mu.Unlock()
 		if err := a2.syncOnce(); err != nil {
 			t.Error(err)
 		}
