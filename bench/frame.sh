@@ -5,7 +5,8 @@
 # in WATCHDOG_PID, for cleanup to stop), opens the report
 # $HERE/results/NAME-<date>-<time>.txt (REPORT, STAMP; out prints a line to
 # both) and installs jq if it is missing. stop_pid is the scripts' way of
-# stopping what they started; pick_port VAR gives them loopback ports.
+# stopping what they started; pick_port VAR gives them loopback ports;
+# leave_tmp RC is how their cleanup ends with their temporary directory.
 frame() {
 	trap cleanup EXIT
 	trap 'exit 130' INT
@@ -52,4 +53,14 @@ pick_port() {
 		fi
 	done
 	die "no free port found"
+}
+# leave_tmp RC: after a failed run (RC not 0), the last lines of the Caddy
+# log ($TMP/caddy.log, debug lines left out); then $TMP is kept (KEEP=1) or
+# removed.
+leave_tmp() {
+	if (($1 != 0)) && [[ -s $TMP/caddy.log ]]; then
+		log "last lines of the Caddy log:"
+		grep -v '"level":"debug"' "$TMP/caddy.log" | tail -n 15 >&2 || true
+	fi
+	if [[ ${KEEP:-0} == 1 ]]; then log "kept $TMP"; else rm -rf "$TMP"; fi
 }

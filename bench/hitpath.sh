@@ -100,6 +100,9 @@ cd "$ROOT"
 
 log() { printf '%s hitpath: %s\n' "$(date +%T)" "$*" >&2; }
 die() { log "FAIL: $*"; exit 1; }
+# The shared helpers (out, pick_port, stop_pid); hitpath sets its own traps
+# and report, not frame's.
+. "$HERE/frame.sh"
 
 for v in THREADS CONNS ROUNDS MAXZ PROFILE_SECONDS; do
 	[[ ${!v} =~ ^[0-9]+$ && ${!v} -ge 1 ]] || die "$v must be a positive integer, got '${!v}'"
@@ -164,7 +167,6 @@ mkdir -p "$HERE/results"
 STAMP=$(date +%Y%m%d-%H%M%S)
 REPORT=$HERE/results/hitpath-$STAMP.txt
 : >"$REPORT"
-out() { printf '%s\n' "$*" | tee -a "$REPORT"; }
 
 # ---------------------------------------------------------------- 1. tools
 if ! command -v wrk >/dev/null; then
@@ -185,21 +187,6 @@ MODULES=$("$CADDY" list-modules) || die "./caddy list-modules failed"
 grep -qx 'http.handlers.tile_cache' <<<"$MODULES" || die "./caddy lacks http.handlers.tile_cache"
 "$ROOT/upstream/install.sh" >/dev/null || die "upstream/install.sh failed"
 
-# Free loopback ports (connect refused = nobody listens); none handed out twice.
-PICKED=" "
-pick_port() {
-	local p _
-	for _ in $(seq 200); do
-		p=$((20000 + RANDOM % 40000))
-		[[ $PICKED == *" $p "* ]] && continue
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-			PICKED+="$p "
-			printf -v "$1" '%s' "$p"
-			return 0
-		fi
-	done
-	die "no free port found"
-}
 pick_port UP_PORT
 pick_port ADMIN_PORT
 pick_port PORT_A

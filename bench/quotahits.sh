@@ -53,11 +53,7 @@ cleanup() {
 	[[ -n $WATCHDOG_PID ]] && kill "$WATCHDOG_PID" 2>/dev/null || true
 	stop_pid "$CADDY_PID"
 	stop_pid "$FAKE_PID"
-	if ((rc != 0)) && [[ -s $TMP/caddy.log ]]; then
-		log "last lines of the Caddy log:"
-		tail -n 15 "$TMP/caddy.log" >&2 || true
-	fi
-	if [[ ${KEEP:-0} == 1 ]]; then log "kept $TMP"; else rm -rf "$TMP"; fi
+	leave_tmp "$rc"
 	exit "$rc"
 }
 . "$HERE/frame.sh"

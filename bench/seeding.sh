@@ -100,11 +100,7 @@ cleanup() {
 	if ((UPSTREAM_STARTED)); then
 		"$ROOT/upstream/stop.sh" "$UPDIR" >/dev/null 2>&1 || log "upstream/stop.sh $UPDIR failed"
 	fi
-	if ((rc != 0)) && [[ -s $TMP/caddy.log ]]; then
-		log "last lines of the Caddy log:"
-		grep -v '"level":"debug"' "$TMP/caddy.log" | tail -n 15 >&2 || true
-	fi
-	if [[ ${KEEP:-0} == 1 ]]; then log "kept $TMP"; else rm -rf "$TMP"; fi
+	leave_tmp "$rc"
 	log "total run time $(($(date +%s) - T_START)) s"
 	exit "$rc"
 }
