@@ -200,11 +200,14 @@ func markupText(body []byte) string {
 	return b.String()
 }
 
-// OneLine makes s safe for a one-line log entry or a plain-text body: runs
-// of white space (newlines included) become one space, other control
-// characters, Unicode line and paragraph separators and invalid UTF-8 are
-// written as Go escapes (\x07, \u2028), and the result is cut to at most
-// max bytes at a character boundary, ending in "…" when cut.
+// OneLine makes s safe for a one-line log entry or a plain-text body, also
+// when printed in a terminal: each run of white space (tab, CR, LF, VT, FF,
+// Unicode spaces) becomes one space, and none is left at either end; other
+// C0 controls and DEL are written as Go escapes (\x1b, \x7f), C1 controls
+// and the line and paragraph separators U+0085, U+2028, U+2029 as \u009b,
+// \u2028, and a byte that is not UTF-8 as \xff. The result is cut to at
+// most max bytes between whole characters and escapes, ending in "…" when
+// cut.
 func OneLine(s string, max int) string {
 	var b strings.Builder
 	space := false
@@ -215,7 +218,11 @@ func OneLine(s string, max int) string {
 		switch {
 		case r == utf8.RuneError && size == 1:
 			piece = fmt.Sprintf(`\x%02x`, s[i])
-		case r == 0x2028 || r == 0x2029 || r == 0x85:
+		case (r >= 0x80 && r <= 0x9f) || r == 0x2028 || r == 0x2029:
+			// C1 controls: a terminal takes U+009B for ESC [, which
+			// starts the same sequences \x1b does. U+0085 and the
+			// separators are white space too, but no exception text
+			// wraps its lines with them: the escape shows what was sent.
 			piece = fmt.Sprintf(`\u%04x`, r)
 		case unicode.IsSpace(r):
 			space = b.Len() > 0

@@ -75,6 +75,14 @@ func TestOneLine(t *testing.T) {
 		{"aéb", 5, "aéb"},
 		{"aéébb", 6, "aé…"}, {"aéébb", 5, "a…"},
 		{"x\xffy", 20, `x\xffy`},
+		// White space: each run one space, none at the ends.
+		{"\t a\tb\r\nc\vd\fe\u00a0f\u3000g \n", 40, "a b c d e f g"},
+		// Other C0 controls and DEL as \xNN.
+		{"a\x00b\x1b[2Jc\x7fd", 40, `a\x00b\x1b[2Jc\x7fd`},
+		// C1 controls (U+009B is CSI) and the line and paragraph
+		// separators as \uNNNN, spaces around them kept.
+		{"a\u0080b\u009b2Jc\u0085d \u2028 e\u2029", 60, `a\u0080b\u009b2Jc\u0085d \u2028 e\u2029`},
+		{"a\u2028b", 7, "a…"}, // never half an escape
 	} {
 		if got := OneLine(c.in, c.max); got != c.want || len(got) > c.max {
 			t.Errorf("OneLine(%q, %d) = %q, want %q", c.in, c.max, got, c.want)
