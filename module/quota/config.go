@@ -15,6 +15,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/tilecache/caddy-tilecache/module/store"
 )
 
 // Policy names how the coldest pages are chosen.
@@ -161,6 +163,19 @@ func (c *Config) String() string {
 		fmt.Fprintf(&b, " layer[%s].max_size=%d", n, c.Layers[n].MaxSize)
 	}
 	return b.String()
+}
+
+// DiskBound is what the directory of a store with a global quota of
+// maxSize bytes takes on disk once eviction and its reclaim have caught up,
+// also after a crash (docs/quota.md, "The disk follows"): its allocated
+// blocks (du) at most 10 % over the quota; its apparent size (du -b, ls)
+// more by what Badger reserves for the files it writes and has not written
+// yet: the memtable's log (twice the memtable) and the value-log file being
+// written (twice its size). While a burst of writes has memtables waiting
+// to be flushed, each has a log of its own (up to two more).
+func DiskBound(maxSize int64) (allocated, apparent int64) {
+	allocated = maxSize + maxSize/10
+	return allocated, allocated + 2*store.MemTableSize + 2*ValueLogFileSize(maxSize)
 }
 
 // ValueLogFileSize is the size of value-log files a store with a global

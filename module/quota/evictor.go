@@ -24,6 +24,9 @@ type Store interface {
 	EvictPage(p store.Page, lastSeen int64) (store.Eviction, error)
 	ReclaimEvicted(diskTarget int64) (int, error)
 	Evicted() (map[string][2]int64, error)
+	// DiskSize is the space the store's files take on disk (what du
+	// reports), 0 where the evictor does not own the disk (S3).
+	DiskSize() int64
 }
 
 // CheckEvery is how often an evictor compares usage with the quota.
@@ -46,9 +49,12 @@ type Evictor struct {
 	last    Pass
 
 	// The disk is given back after evictions, at most every ReclaimEvery
-	// (reads wait while Badger flushes its memtables for it).
+	// (reads wait while Badger flushes its memtables for it), and when the
+	// directory is over the quota with nothing evicted (see Enforce), at
+	// most every diskWait.
 	unreclaimed bool
 	lastReclaim time.Time
+	diskWait    time.Duration
 
 	paused atomic.Bool // PUT rest/diskquota with enabled false
 }
@@ -73,6 +79,12 @@ var EvictionDuty = 0.5
 // makes reads wait for a memtable flush (10–40 ms measured), so a store
 // evicting every second pays it once every few seconds, not every pass.
 var ReclaimEvery = 5 * time.Second
+
+// DiskWaitMax bounds how far apart reclaims the directory's size asks for
+// are spaced when they give nothing back: the directory may be over the
+// quota with no garbage to collect (kept levels over it, or the fixed part
+// on a small quota), and each reclaim stalls reads for a flush.
+var DiskWaitMax = 5 * time.Minute
 
 // Pass is what one eviction pass did.
 type Pass struct {
@@ -99,7 +111,7 @@ var evictors = caddy.NewUsagePool()
 func Acquire(st Store, cfg *Config, log *zap.Logger) (*Evictor, error) {
 	v, loaded, err := evictors.LoadOrNew(st.Name(), func() (caddy.Destructor, error) {
 		e := &Evictor{st: st, log: log, cfg: cfg, stop: make(chan struct{}), done: make(chan struct{}),
-			kick: make(chan struct{}, 1), now: time.Now, lastReclaim: time.Now()}
+			kick: make(chan struct{}, 1), now: time.Now, diskWait: ReclaimEvery}
 		go e.run()
 		return e, nil
 	})
@@ -247,7 +259,18 @@ func (e *Evictor) Enforce() (Pass, error) {
 	}
 	p.After = total
 	if p.Pages > 0 {
-		e.unreclaimed = true
+		e.unreclaimed, e.diskWait = true, ReclaimEvery
+	}
+	// The directory itself is compared with the quota too. A store that
+	// was killed lost the reclaim it owed: the deletions waiting in its
+	// memtable, which Badger replays into the memtable on the next start,
+	// and the value-log files not rewritten yet. Nothing is evicted after
+	// such a start while usage is under the quota, so without this the
+	// garbage would stay for good (ten kills left 15× the quota on disk).
+	// The first pass after a start checks at once (lastReclaim is zero).
+	byDisk := false
+	if !e.unreclaimed && cfg.MaxSize > 0 && e.now().Sub(e.lastReclaim) >= e.diskWait && e.st.DiskSize() > cfg.MaxSize {
+		e.unreclaimed, byDisk = true, true
 	}
 	if e.unreclaimed && e.now().Sub(e.lastReclaim) >= ReclaimEvery {
 		rs := e.now()
@@ -258,6 +281,15 @@ func (e *Evictor) Enforce() (Pass, error) {
 		e.unreclaimed, e.lastReclaim = false, e.now()
 		p.Files = files
 		p.Reclaim = e.lastReclaim.Sub(rs)
+		switch {
+		case byDisk && files == 0:
+			// Nothing to give back: ask again later, then less often.
+			e.diskWait = min(2*e.diskWait, DiskWaitMax)
+		case byDisk:
+			e.log.Info("tile quota: disk given back", zap.Int("value_log_files_freed", files),
+				zap.Int64("disk_bytes", e.st.DiskSize()), zap.Duration("took", p.Reclaim))
+			e.diskWait = ReclaimEvery
+		}
 	}
 	p.Took = e.now().Sub(start)
 	if p.Pages > 0 {

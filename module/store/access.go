@@ -714,6 +714,9 @@ func (s *Badger) ReclaimEvicted(diskTarget int64) (int, error) {
 	return n, nil
 }
 
+// DiskSize is the space the store's files take on disk (what du reports).
+func (s *Badger) DiskSize() int64 { return dirSize(s.dir) }
+
 // dirSize is the space the files of dir take on disk (what du reports).
 func dirSize(dir string) int64 {
 	entries, err := os.ReadDir(dir)

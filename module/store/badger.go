@@ -201,6 +201,12 @@ func open(dir string, o Options) (*Badger, error) {
 // Badger keeps up to 8 used allocators in a pool that only gives one back
 // after 2 s without any table being built, which never happens while
 // seeding. Go's GC then lets the heap grow to twice what is live.
+// MemTableSize is the size of Badger's memtables here (see
+// badgerOptions). Each has a log on disk that Badger sizes at twice this
+// when it opens it: space a directory's apparent size (du -b) counts and
+// its allocated size (du) does not, until written.
+const MemTableSize = 8 << 20
+
 func badgerOptions(dir string, valueThreshold int64) badger.Options {
 	bo := badger.DefaultOptions(dir).
 		// Values over 512 bytes (every real tile) go to the value log and
@@ -242,7 +248,7 @@ func badgerOptions(dir string, valueThreshold int64) badger.Options {
 		// count 13,000 entries): the store's largest, a 16×16 metatile, is
 		// 256 entries of at most ~600 bytes (tiles in the value log count
 		// their 12-byte pointer).
-		WithMemTableSize(8 << 20).
+		WithMemTableSize(MemTableSize).
 		// Three memtables (one taking writes, two waiting to be flushed)
 		// instead of five: flushing 8 MiB takes a fraction of a second.
 		WithNumMemtables(3).

@@ -896,6 +896,10 @@ func (a *Adapter) EvictPage(p store.Page, lastSeen int64) (store.Eviction, error
 // ReclaimEvicted implements quota.Store: S3 frees what it deleted.
 func (a *Adapter) ReclaimEvicted(int64) (int, error) { return 0, nil }
 
+// DiskSize implements quota.Store: the bucket's disk is not the evictor's
+// to give back.
+func (a *Adapter) DiskSize() int64 { return 0 }
+
 // Evicted implements quota.Store: per layer, [tiles, bytes] evicted (by
 // every node of a cluster, as last written).
 func (a *Adapter) Evicted() (map[string][2]int64, error) {
