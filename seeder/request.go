@@ -303,9 +303,9 @@ func resolveGeometry(s *Spec, g *tilecache.Grid, r Request) error {
 	for i := range s.Ranges {
 		z := s.ZoomStart + i
 		// A tile is in when its rectangle grown by the buffer overlaps
-		// the polygon; a few hundredths of a tile more absorb Cover's
-		// tolerance at tile edges, and the polygon's count is exact
-		// within whatever range it is given.
+		// the polygon; a twentieth of a tile more keeps the tiles that
+		// Cover leaves out as rounding (a millionth of a tile), and the
+		// polygon's count is exact within whatever range it is given.
 		pad := (s.Buffer + 0.05*float64(max(g.TileWidth, g.TileHeight))) * g.Levels[z].Resolution
 		grown := gridset.BBox{MinX: gb.MinX - pad, MinY: gb.MinY - pad, MaxX: gb.MaxX + pad, MaxY: gb.MaxY + pad}
 		s.Ranges[i] = s.Ranges[i].Intersect(g.Cover(grown)[z])

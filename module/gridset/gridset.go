@@ -113,26 +113,42 @@ func (g *Gridset) GridRange(z int) Range {
 	return Range{0, 0, l.TilesWide - 1, l.TilesHigh - 1}
 }
 
-// Cover returns, for every level, the tiles that intersect b (clipped to
-// the grid). A tile that b touches by less than one hundredth of a tile is
-// not counted, so that an extent on a tile boundary does not pull in the
-// neighbour.
+// coverSliver is the overlap, as a fraction of a tile's width or height,
+// below which Cover leaves a tile out: floating-point rounding, not area.
+// A millionth of a tile (a 4000th of a pixel of a 256-pixel tile) is far
+// above the rounding of tile edges a client computes another way (a unit
+// in the last place of a coordinate is 10⁻⁷ of a tile at web mercator's
+// level 30, whose tiles are 3.7 cm wide) and far below anything a map shows.
+const coverSliver = 1e-6
+
+// Cover returns, for every level, the tiles that b overlaps (clipped to
+// the grid): every tile it overlaps by a positive area, as GeoWebCache's
+// GridSet.closestRectangle takes them, except that an overlap thinner than
+// coverSliver of a tile is rounding, so that a box on tile boundaries
+// written out by another program does not pull in the neighbours.
 func (g *Gridset) Cover(b BBox) []Range {
 	out := make([]Range, len(g.Levels))
 	for z, l := range g.Levels {
 		w := l.Resolution * float64(g.TileWidth)
 		h := l.Resolution * float64(g.TileHeight)
 		oy := g.originY(z)
-		const eps = 0.01
 		r := Range{
-			MinX: int64(math.Floor((b.MinX-g.Extent.MinX)/w + eps)),
-			MinY: int64(math.Floor((b.MinY-oy)/h + eps)),
-			MaxX: int64(math.Ceil((b.MaxX-g.Extent.MinX)/w-eps)) - 1,
-			MaxY: int64(math.Ceil((b.MaxY-oy)/h-eps)) - 1,
+			MinX: tileIndex(math.Floor((b.MinX-g.Extent.MinX)/w+coverSliver), l.TilesWide),
+			MinY: tileIndex(math.Floor((b.MinY-oy)/h+coverSliver), l.TilesHigh),
+			MaxX: tileIndex(math.Ceil((b.MaxX-g.Extent.MinX)/w-coverSliver), l.TilesWide) - 1,
+			MaxY: tileIndex(math.Ceil((b.MaxY-oy)/h-coverSliver), l.TilesHigh) - 1,
 		}
 		out[z] = r.Intersect(g.GridRange(z))
 	}
 	return out
+}
+
+// tileIndex converts a whole number of tiles from the origin to an index,
+// held within -1..n+1 first: far-off coordinates (a polygon's pole, a box
+// of ±1e300) would overflow int64, and anything outside the grid is
+// clipped anyway.
+func tileIndex(v float64, n int64) int64 {
+	return int64(max(-1, min(v, float64(n)+1)))
 }
 
 // GeoWebCache's constants, so that level numbers, resolutions and scale

@@ -252,6 +252,37 @@ func TestCover(t *testing.T) {
 	if cov[0] != (Range{1, 0, 1, 0}) {
 		t.Errorf("clip %v", cov[0])
 	}
+	// Far outside (a polygon's pole lies at 1e100): clipped, not overflowed.
+	cov = g.Cover(BBox{-1e300, 80, 1e300, 1e100})
+	if cov[3] != (Range{0, 7, 15, 7}) {
+		t.Errorf("far off %v", cov[3])
+	}
+}
+
+// A box takes every tile it overlaps, however thinly, as GeoWebCache's
+// closestRectangle does and as a polygon would; only an overlap thinner
+// than rounding (a millionth of a tile) is none.
+func TestCoverSlivers(t *testing.T) {
+	for _, name := range BuiltinNames() {
+		g, _ := Builtin(name)
+		const z = 10
+		tile := g.TileBBox(Index{X: 300, Y: 200, Z: z})
+		w, h := tile.MaxX-tile.MinX, tile.MaxY-tile.MinY
+		// 0.5 % of the next tile to the east and north, and of the one
+		// before to the west and south: all four neighbours' rows and
+		// columns are in.
+		b := BBox{tile.MinX - 0.005*w, tile.MinY - 0.005*h, tile.MaxX + 0.005*w, tile.MaxY + 0.005*h}
+		if got := g.Cover(b)[z]; got != (Range{299, 199, 301, 201}) {
+			t.Errorf("%s: 0.5 %% slivers: %v", name, got)
+		}
+		// A box on the tile's edges, off by rounding (a few units in the
+		// last place), is the tile alone.
+		off := BBox{math.Nextafter(tile.MinX, math.Inf(-1)), math.Nextafter(tile.MinY, math.Inf(-1)),
+			tile.MaxX + 4*(math.Nextafter(tile.MaxX, math.Inf(1))-tile.MaxX), math.Nextafter(tile.MaxY, math.Inf(1))}
+		if got := g.Cover(off)[z]; got != (Range{300, 200, 300, 200}) {
+			t.Errorf("%s: rounding off the edges: %v", name, got)
+		}
+	}
 }
 
 func TestMetaTileAlignmentGutterAndEdges(t *testing.T) {
