@@ -306,6 +306,7 @@ func resolveGeometry(s *Spec, g *tilecache.Grid, r Request) error {
 		// the polygon; a twentieth of a tile more keeps the tiles that
 		// Cover leaves out as rounding (a millionth of a tile), and the
 		// polygon's count is exact within whatever range it is given.
+		// (A pole's ±1e100 in web mercator just clips to the grid.)
 		pad := (s.Buffer + 0.05*float64(max(g.TileWidth, g.TileHeight))) * g.Levels[z].Resolution
 		grown := gridset.BBox{MinX: gb.MinX - pad, MinY: gb.MinY - pad, MaxX: gb.MaxX + pad, MaxY: gb.MaxY + pad}
 		s.Ranges[i] = s.Ranges[i].Intersect(g.Cover(grown)[z])

@@ -127,6 +127,7 @@ type level struct {
 	ox, tw float64
 	oy, th float64
 	buf    float64
+	grid   gridset.BBox // the edges of the level's tiles
 }
 
 func (c *Cover) level(z int) (level, bool) {
@@ -135,23 +136,29 @@ func (c *Cover) level(z int) (level, bool) {
 	}
 	l := c.g.Levels[z]
 	b := c.g.TileBBox(gridset.Index{Z: z})
+	last := c.g.TileBBox(gridset.Index{X: l.TilesWide - 1, Y: l.TilesHigh - 1, Z: z})
 	return level{g: c.g, z: z, w: l.TilesWide, h: l.TilesHigh,
 		ox: b.MinX, tw: b.MaxX - b.MinX, oy: b.MinY, th: b.MaxY - b.MinY,
-		buf: c.bufferPx * l.Resolution}, true
+		buf:  c.bufferPx * l.Resolution,
+		grid: gridset.BBox{MinX: b.MinX, MinY: b.MinY, MaxX: last.MaxX, MaxY: last.MaxY}}, true
 }
 
 // a1 and a2 are the left and right sides of column i's grown rectangle.
+// Like every side of it they stop at the grid's edge: what lies beyond
+// is no map (the world beyond 85.0511° in web mercator), so a polygon's
+// part there selects no tile through the buffer.
 func (l *level) a1(i int64) float64 {
-	return l.g.TileBBox(gridset.Index{X: i, Z: l.z}).MinX - l.buf
+	return max(l.g.TileBBox(gridset.Index{X: i, Z: l.z}).MinX-l.buf, l.grid.MinX)
 }
 func (l *level) a2(i int64) float64 {
-	return l.g.TileBBox(gridset.Index{X: i, Z: l.z}).MaxX + l.buf
+	return min(l.g.TileBBox(gridset.Index{X: i, Z: l.z}).MaxX+l.buf, l.grid.MaxX)
 }
 
-// strip is row y's grown open strip b1 < y < b2 and its centre line.
+// strip is row y's grown open strip b1 < y < b2, cut at the grid's edge,
+// and its centre line.
 func (l *level) strip(y int64) (b1, b2, yc float64) {
 	b := l.g.TileBBox(gridset.Index{Y: y, Z: l.z})
-	return b.MinY - l.buf, b.MaxY + l.buf, b.MinY + (b.MaxY-b.MinY)/2
+	return max(b.MinY-l.buf, l.grid.MinY), min(b.MaxY+l.buf, l.grid.MaxY), b.MinY + (b.MaxY-b.MinY)/2
 }
 
 // guess is an index estimate from a coordinate, clamped to [lo, hi] before

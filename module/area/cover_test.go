@@ -81,7 +81,11 @@ func clippedArea(r Ring, rect gridset.BBox) *big.Rat {
 func bruteSelected(g *gridset.Gridset, geom Geometry, bufferPx float64, idx gridset.Index) bool {
 	buf := bufferPx * g.Levels[idx.Z].Resolution
 	t := g.TileBBox(idx)
-	rect := gridset.BBox{MinX: t.MinX - buf, MinY: t.MinY - buf, MaxX: t.MaxX + buf, MaxY: t.MaxY + buf}
+	// Cut at the edges of the level's tiles: the geometry beyond them counts for nothing.
+	l := g.Levels[idx.Z]
+	first, last := g.TileBBox(gridset.Index{Z: idx.Z}), g.TileBBox(gridset.Index{X: l.TilesWide - 1, Y: l.TilesHigh - 1, Z: idx.Z})
+	rect := gridset.BBox{MinX: max(t.MinX-buf, first.MinX), MinY: max(t.MinY-buf, first.MinY),
+		MaxX: min(t.MaxX+buf, last.MaxX), MaxY: min(t.MaxY+buf, last.MaxY)}
 	for _, p := range geom {
 		a := clippedArea(p[0], rect)
 		for _, h := range p[1:] {

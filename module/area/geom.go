@@ -19,14 +19,19 @@
 //
 // A Cover selects, at level z of a gridset, the tile (x, y) when the tile's
 // rectangle (Gridset.TileBBox) grown by bufferPx × Levels[z].Resolution on
-// each of its four sides has an open intersection of positive area with the
-// interior of the geometry. So the buffer is square: a tile is selected
-// when it lies within bufferPx pixels of the area in x and in y. A tile that
-// touches the area only along an edge or at a corner is not selected, so a
-// polygon drawn exactly on tile boundaries selects exactly the tiles inside
-// it. The grown rectangle is computed in float64 as TileBBox ± buffer, and
-// the decision is exact for those float64 values and the geometry's float64
-// vertices (near-ties are settled in rational arithmetic).
+// each of its four sides, and cut at the edge of the level's grid, has an
+// open intersection of positive area with the interior of the geometry. So
+// the buffer is square: a tile is selected when it lies within bufferPx
+// pixels of the area in x and in y. Only the geometry's part inside the
+// grid counts, as if it were clipped at the grid's edge: a polygon reaching
+// beyond it (past 85.0511° in web mercator) selects the tiles of the edge
+// row it reaches, and nothing more through the buffer. A tile that touches
+// the area only along an edge or at a corner is not selected, so a polygon
+// drawn exactly on tile boundaries selects exactly the tiles inside it.
+// The grown rectangle is computed in float64 as TileBBox ± buffer (then
+// cut), and the decision is exact for those float64 values and the
+// geometry's float64 vertices (near-ties are settled in rational
+// arithmetic).
 //
 // Cover answers per row (Row), per range (Count) and per tile (Contains), in
 // memory proportional to the geometry's edges plus one row's spans, so a

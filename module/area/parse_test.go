@@ -151,18 +151,32 @@ func TestTransform(t *testing.T) {
 	if same, err := g.Transform(900913, 3857); err != nil || &same[0] != &g[0] {
 		t.Errorf("same CRS should be the identity: %v", err)
 	}
-	// Clamping: the poles land on the edge of the square Mercator world.
+	// No clamping: 88° lands at its own y, beyond the grid's edge.
+	if p := toMercator(Point{0, 88}); math.Abs(p.Y-25819498.5135) > 1e-4 {
+		t.Errorf("lat 88 → %v", p)
+	}
+	// A pole position becomes two, one on each neighbour's meridian, so
+	// that its edges run north or south; positions between poles keep theirs.
+	tri, err := (Geometry{{{{0, 60}, {10, 60}, {5, 90}, {0, 60}}}}).Transform(4326, 3857)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x10, y60 := toMercator(Point{10, 60}).X, toMercator(Point{0, 60}).Y
+	if want := (Ring{{0, y60}, {x10, y60}, {x10, poleY}, {0, poleY}, {0, y60}}); !reflect.DeepEqual(tri[0][0], want) {
+		t.Errorf("triangle to the pole → %v, want %v", tri[0][0], want)
+	}
 	world := Geometry{{{{-180, -90}, {180, -90}, {180, 90}, {-180, 90}, {-180, -90}}}}
 	w, err := world.Transform(4326, 900913)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b := w.Bounds(); math.Abs(b.MaxY-20037508.34) > 0.01 || math.Abs(b.MinY+20037508.34) > 0.01 || math.Abs(b.MaxX-20037508.34) > 0.01 {
-		t.Errorf("clamped world bounds %+v", b)
+	if b := w.Bounds(); b.MaxY != poleY || b.MinY != -poleY || math.Abs(b.MaxX-20037508.34) > 0.01 || len(w[0][0]) != 5 {
+		t.Errorf("world %v bounds %+v", w, b)
 	}
-	if _, err := (Geometry{{{{0, 86}, {1, 86}, {1, 89}, {0, 86}}}}).Transform(4326, 3857); err == nil ||
-		!strings.HasPrefix(err.Error(), "polygon 0 ring 0 has zero area in EPSG:3857") {
-		t.Errorf("polygon beyond the clamp: %v", err)
+	// Pole positions that are one point on the sphere make no area.
+	if _, err := (Geometry{{{{3, 89}, {10, 90}, {20, 90}, {3, 89}}}}).Transform(4326, 3857); err == nil ||
+		err.Error() != "polygon 0 ring 0 has zero area in EPSG:3857 (its positions at a pole are one point)" {
+		t.Errorf("degenerate at the pole: %v", err)
 	}
 	if _, err := g.Transform(4326, 2056); err == nil || err.Error() != "cannot convert EPSG:4326 to EPSG:2056" {
 		t.Errorf("unknown pair: %v", err)

@@ -150,3 +150,65 @@ func TestCoverConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// A polygon reaching past the web-mercator limit (85.0511°) selects, in
+// the edge row, every tile it reaches there, as if clipped at the grid's
+// edge: its edges keep their course beyond it. Clamping the apex to
+// 85.0511° first, as this package once did, bends them inward and
+// selects fewer tiles.
+func TestPolygonBeyondTheMercatorEdge(t *testing.T) {
+	g, _ := gridset.Builtin("EPSG:900913")
+	tri, err := (Geometry{{{{0, 60}, {10, 60}, {5, 88}, {0, 60}}}}).Transform(4326, g.SRS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same triangle clipped at the grid's top by hand: its edges from
+	// (x0, y60) and (x10, y60) to the apex cross the edge at xl and xr.
+	top := g.Extent.MaxY
+	a, b, apex := tri[0][0][0], tri[0][0][1], tri[0][0][2]
+	at := func(p Point) float64 { return p.X + (top-p.Y)/(apex.Y-p.Y)*(apex.X-p.X) }
+	clipped := Geometry{{{a, b, {at(b), top}, {at(a), top}, a}}}
+	clamped, _ := (Geometry{{{{0, 60}, {10, 60}, {5, 85.0511287798066}, {0, 60}}}}).Transform(4326, g.SRS)
+	var got, want, old int64
+	for z := 0; z <= 12; z++ {
+		n, m := NewCover(g, tri, 0).Count(z, g.GridRange(z)), NewCover(g, clipped, 0).Count(z, g.GridRange(z))
+		if n != m {
+			t.Errorf("level %d: %d tiles, clipped at the edge %d", z, n, m)
+		}
+		got, want, old = got+n, want+m, old+NewCover(g, clamped, 0).Count(z, g.GridRange(z))
+	}
+	if got != 122713 || old >= got {
+		t.Errorf("levels 0-12: %d tiles (clipped at the edge %d, apex clamped %d)", got, want, old)
+	}
+	t.Logf("levels 0-12: %d tiles; with the apex clamped to 85.0511°: %d", got, old)
+
+	// To the pole: its edges run along the meridians of their other ends,
+	// so the triangle selects what the box 0..10° from 60° up does.
+	toPole, err := (Geometry{{{{0, 60}, {10, 60}, {5, 90}, {0, 60}}}}).Transform(4326, g.SRS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	box, _ := (Geometry{{{{0, 60}, {10, 60}, {10, 89}, {0, 89}, {0, 60}}}}).Transform(4326, g.SRS)
+	for z := 0; z <= 12; z++ {
+		if n, m := NewCover(g, toPole, 0).Count(z, g.GridRange(z)), NewCover(g, box, 0).Count(z, g.GridRange(z)); n != m {
+			t.Errorf("level %d: to the pole %d tiles, the box %d", z, n, m)
+		}
+	}
+}
+
+// The buffer reaches no further than the grid either: a polygon wholly
+// beyond the edge selects nothing, however close it comes.
+func TestBufferStopsAtTheGridEdge(t *testing.T) {
+	g, _ := gridset.Builtin("EPSG:900913")
+	top := g.Extent.MaxY
+	above := Geometry{{{{0, top + 1}, {1e6, top + 1}, {1e6, top + 1e6}, {0, top + 1e6}, {0, top + 1}}}}
+	cv := NewCover(g, above, 256)
+	for z := 0; z <= 8; z++ {
+		if n := cv.Count(z, g.GridRange(z)); n != 0 {
+			t.Errorf("level %d: %d tiles selected through the buffer", z, n)
+		}
+		if cv.Contains(gridset.Index{X: g.Levels[z].TilesWide / 2, Y: g.Levels[z].TilesHigh - 1, Z: z}) {
+			t.Errorf("level %d: the top row's tile under the polygon is selected", z)
+		}
+	}
+}
