@@ -65,8 +65,9 @@ const DefaultMaxVertices = 100000
 
 // Limits bounds what a parser accepts.
 type Limits struct {
-	// MaxVertices is the most positions (counting each ring's closing
-	// position) the whole geometry may have; 0 means DefaultMaxVertices.
+	// MaxVertices is the most vertices the whole geometry may have; a
+	// ring's closing position repeats its first vertex and is not one.
+	// 0 means DefaultMaxVertices.
 	MaxVertices int
 }
 
@@ -77,17 +78,22 @@ func (l Limits) max() int {
 	return l.MaxVertices
 }
 
-// Vertices is the number of positions in the geometry, closing positions
-// included (as they are written in GeoJSON and WKT).
+// Vertices is the number of vertices in the geometry: its positions less
+// each ring's closing one (which GeoJSON and WKT write out again).
 func (g Geometry) Vertices() int {
 	n := 0
 	for _, p := range g {
 		for _, r := range p {
-			n += len(r)
+			n += ringVertices(len(r))
 		}
 	}
 	return n
 }
+
+// ringVertices is the vertices of a ring of n positions: the last one
+// closes the ring. A ring too short to be one (validate refuses it) still
+// counts one, so that a body of empty rings is bounded by the limit too.
+func ringVertices(n int) int { return max(n-1, 1) }
 
 // Bounds is the smallest box holding every vertex; the zero BBox when the
 // geometry has none.

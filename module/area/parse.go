@@ -58,7 +58,7 @@ func addGeoJSON(g *Geometry, data []byte, where string, lim Limits) error {
 		n := g.Vertices()
 		for _, p := range polys {
 			for _, r := range p {
-				n += len(r)
+				n += ringVertices(len(r))
 			}
 		}
 		if n > lim.max() {
@@ -185,7 +185,7 @@ type wktParser struct {
 	pos   int
 	dims  int
 	lim   int
-	count int // positions read so far, to refuse oversized input early
+	count int // vertices of the rings read so far, to refuse oversized input early
 }
 
 func (p *wktParser) errorf(format string, a ...any) error {
@@ -240,8 +240,9 @@ func (p *wktParser) polygon() (Polygon, error) {
 	err := p.list(func() error {
 		var r Ring
 		err := p.list(func() error {
-			p.count++
-			if p.count > p.lim {
+			// With this position the ring has len(r)+1, and this one
+			// may be the closing one: refuse as soon as even that is over.
+			if p.count+ringVertices(len(r)+1) > p.lim {
 				return fmt.Errorf("geometry has more than the limit of %d vertices", p.lim)
 			}
 			var c [4]float64
@@ -255,6 +256,7 @@ func (p *wktParser) polygon() (Polygon, error) {
 			r = append(r, Point{c[0], c[1]})
 			return nil
 		})
+		p.count += ringVertices(len(r))
 		poly = append(poly, r)
 		return err
 	})

@@ -1,6 +1,8 @@
 package area
 
 import (
+	"cmp"
+	"fmt"
 	"math"
 	"reflect"
 	"strings"
@@ -42,7 +44,7 @@ func TestParseGeoJSONErrors(t *testing.T) {
 		{`{"type":"Polygon","coordinates":[[[0,0],[4,0],[4,4],[0,4],[0,1]]]}`, "polygon 0 ring 0 is not closed: its last position must repeat its first"},
 		{`{"type":"MultiPolygon","coordinates":[[[[0,0],[4,0],[4,4],[0,4],[0,0]]],[[[0,0],[4,0],[4,4],[0,4],[0,0]],[[1,1],[2,2],[1,1]]]]}`, "polygon 1 ring 1 has 3 positions; a ring needs at least 4 (the last repeating the first)"},
 		{`{"type":"Polygon","coordinates":[[[0,0],[4,0],[8,0],[0,0]]]}`, "polygon 0 ring 0 has zero area"},
-		{`{"type":"Polygon","coordinates":[[[0,0],[4,0],[4,4],[0,4],[0,0]]]}`, "geometry has 5 vertices, more than the limit of 4"},
+		{`{"type":"Polygon","coordinates":[[[0,0],[4,0],[4,4],[0,4],[2,5],[0,0]]]}`, "geometry has 5 vertices, more than the limit of 4"},
 		{`{"type":"Polygon","coordinates":[[0,0],[4,0]]}`, "GeoJSON: Polygon coordinates must be an array of rings of [x, y] positions"},
 		{`{"type":"Polygon","coordinates":[[[0],[4,0],[4,4],[0,0]]]}`, "GeoJSON: polygon 0 ring 0 position 0 needs at least 2 numbers"},
 		{`{"type":"Polygon"}`, "GeoJSON: Polygon has no coordinates"},
@@ -116,9 +118,46 @@ func TestParseWKTErrors(t *testing.T) {
 	}
 }
 
+// The vertex limit counts vertices: a ring's closing position repeats its
+// first and is not one. A ring of exactly the limit's vertices is taken,
+// in GeoJSON and in WKT; one more is refused.
+func TestVertexLimitIsExact(t *testing.T) {
+	for _, n := range []int{DefaultMaxVertices, DefaultMaxVertices + 1} {
+		g := wavy(n, 10, 50, 20)
+		var wkt strings.Builder
+		wkt.WriteString("POLYGON((")
+		for k, p := range g[0][0] {
+			if k > 0 {
+				wkt.WriteString(",")
+			}
+			fmt.Fprintf(&wkt, "%v %v", p.X, p.Y)
+		}
+		wkt.WriteString("))")
+		want := ""
+		if n > DefaultMaxVertices {
+			want = fmt.Sprintf("geometry has %d vertices, more than the limit of %d", n, DefaultMaxVertices)
+		}
+		if _, err := ParseGeoJSON(g.GeoJSON(), Limits{}); fmt.Sprint(err) != cmp.Or(want, "<nil>") {
+			t.Errorf("GeoJSON ring of %d vertices: %v", n, err)
+		}
+		if n > DefaultMaxVertices {
+			want = fmt.Sprintf("geometry has more than the limit of %d vertices", DefaultMaxVertices)
+		}
+		if _, _, err := ParseWKT(wkt.String(), Limits{}); fmt.Sprint(err) != cmp.Or(want, "<nil>") {
+			t.Errorf("WKT ring of %d vertices: %v", n, err)
+		}
+	}
+	// Rings too short to be rings count one each, so a body of them is
+	// refused by the limit before it is built.
+	if _, _, err := ParseWKT("MULTIPOLYGON(((0 0)),((0 0)),((0 0)))", Limits{MaxVertices: 2}); err == nil ||
+		err.Error() != "geometry has more than the limit of 2 vertices" {
+		t.Errorf("empty rings: %v", err)
+	}
+}
+
 func TestGeometryHelpers(t *testing.T) {
 	g := Geometry{squareWithHole, {{{-1, 2}, {0, 5}, {1, 2}, {-1, 2}}}}
-	if n := g.Vertices(); n != 14 {
+	if n := g.Vertices(); n != 11 { // closing positions are no vertices
 		t.Errorf("Vertices = %d", n)
 	}
 	if b := g.Bounds(); b.MinX != -1 || b.MinY != 0 || b.MaxX != 4 || b.MaxY != 5 {
