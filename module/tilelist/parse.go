@@ -54,8 +54,9 @@ type Options struct {
 	// and counted, not refused. It is called once per level before reading.
 	// nil keeps every tile.
 	Coverage func(z int) (gridset.Range, bool)
-	// MaxLines bounds the lines read, blank and comment lines included;
-	// 0 means DefaultMaxLines.
+	// MaxLines bounds the tile lines read; 0 means DefaultMaxLines. Blank
+	// and comment lines name no tile and do not count; they have a bound
+	// of their own, as many again, so that a body of nothing else ends too.
 	MaxLines int64
 	// MaxTiles bounds the tiles the list names, counting every listed and
 	// derived tile before duplicates are removed; 0 means DefaultMaxTiles.
@@ -90,9 +91,6 @@ func Parse(r io.Reader, opt Options) (*List, error) {
 	var lineNo int64
 	for sc.Scan() {
 		lineNo++
-		if lineNo > p.maxLines {
-			return nil, fmt.Errorf("line %d: more than %d lines", lineNo, p.maxLines)
-		}
 		if err := p.line(lineNo, sc.Bytes()); err != nil {
 			return nil, err
 		}
@@ -120,7 +118,8 @@ type parser struct {
 	buf     []uint64 // keys waiting to be sorted into a run
 	runs    [][]byte // sorted, deduplicated, delta-varint encoded keys
 	named   int64    // tiles named so far, derived included, before dedup
-	lines   int64
+	lines   int64    // tile lines
+	skipped int64    // blank and comment lines
 	dropped int64
 }
 
@@ -190,11 +189,13 @@ func (p *parser) line(no int64, b []byte) error {
 	z, x, y, ok := parseTile(b)
 	if !ok {
 		if z == -1 {
-			return nil // blank or comment
+			return p.skip(no)
 		}
 		return fmt.Errorf("line %d: %q is not z/x/y or \"z x y\"", no, quote(b))
 	}
-	p.lines++
+	if p.lines++; p.lines > p.maxLines {
+		return fmt.Errorf("line %d: more than %d tile lines", no, p.maxLines)
+	}
 	g := p.g
 	if z >= int64(len(g.Levels)) {
 		return fmt.Errorf("line %d: level %d is not in gridset %s (levels 0 to %d)", no, z, g.Name, len(g.Levels)-1)
@@ -250,6 +251,16 @@ func (p *parser) line(no int64, b []byte) error {
 				p.push(p.lay.key(cz, tx, ty))
 			}
 		}
+	}
+	return nil
+}
+
+// skip passes over a blank or comment line. It names no tile, so it does
+// not count toward maxLines; but the body is not bounded otherwise (an
+// expire list is read as it streams in), so as many again is the most.
+func (p *parser) skip(no int64) error {
+	if p.skipped++; p.skipped > p.maxLines {
+		return fmt.Errorf("line %d: more than %d blank or comment lines", no, p.maxLines)
 	}
 	return nil
 }

@@ -80,6 +80,18 @@ func TestParseForms(t *testing.T) {
 	}
 }
 
+// max_list_lines counts tile lines: the docs say blank lines and comments
+// are skipped, so a list of exactly the limit's tiles passes however many
+// of them it has (up to as many again).
+func TestCommentsAndBlankLinesDoNotCount(t *testing.T) {
+	o := opts(mercator(t))
+	o.MaxLines = 3
+	l := mustParse(t, "# expired by osm2pgsql\n1/0/0\n\t\n1/0/1\n# next\n1/1/1\n", o)
+	if l.Lines() != 3 || l.Tiles() != 3 {
+		t.Fatalf("%d lines, %d tiles", l.Lines(), l.Tiles())
+	}
+}
+
 func TestParseErrors(t *testing.T) {
 	g := mercator(t)
 	limited := opts(g)
@@ -99,7 +111,8 @@ func TestParseErrors(t *testing.T) {
 		{"2/4/0", opts(g), `line 1: tile 2/4/0 is outside level 2's grid of 4x4 tiles`},
 		{"2/0/4", opts(g), `line 1: tile 2/0/4 is outside level 2's grid of 4x4 tiles`},
 		{"2/0/99999999999999999999999", opts(g), `line 1: tile 2/0/4611686018427387904 is outside level 2's grid of 4x4 tiles`},
-		{"1/0/0\n#\n1/0/1\n1/1/1\n", limited, `line 4: more than 3 lines`},
+		{"1/0/0\n#\n1/0/1\n\n1/1/1\n1/1/0\n", limited, `line 6: more than 3 tile lines`},
+		{"1/0/0\n#\n\n  \n# end\n", limited, `line 5: more than 3 blank or comment lines`},
 		{"1/0/0\n1/0/1\n1/1/1\n", func() Options { o := limited; o.MaxLines = 0; o.Children = 2; return o }(), `line 2: more than 5 tiles (derived tiles included)`},
 		{"0/0/0", func() Options { o := opts(g); o.Children = 30; return o }(), `line 1: more than 200000000 tiles (derived tiles included)`},
 		{strings.Repeat("1", 5000), opts(g), `line 1: longer than 4096 bytes`},
