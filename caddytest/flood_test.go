@@ -26,12 +26,16 @@ import (
 // is healthy, goroutines and memory stay bounded, and a running seed keeps
 // making progress. (Without a per-client cap, a flood can fill the line,
 // and a visitor arriving then is refused with 503: CI saw that once.)
-// Loopback only, the flood from 127.0.0.2, at most floodRequests requests
-// in at most floodFor.
+// Loopback only, the flood from 127.0.0.2, at most floodRequests requests.
+// Nothing here is a speed: the flood lasts floodFor and then until the
+// seed has stored a metatile since it began (at most floodMax), so that on
+// a machine whose cores are all busy the seed's share is still seen, and
+// only a seed starved for the whole of floodMax fails.
 func TestMissFloodLeavesTheCacheUp(t *testing.T) {
 	const (
 		floodFor      = 6 * time.Second
-		floodRequests = 20000
+		floodMax      = 90 * time.Second
+		floodRequests = 200000
 		floodConns    = 96
 		render        = 40 * time.Millisecond // the fake WMS's time per metatile
 	)
@@ -45,7 +49,9 @@ func TestMissFloodLeavesTheCacheUp(t *testing.T) {
 	// A seed of z0..6 of test:a (~700 metatiles of 4x4): the flood must not
 	// stop it.
 	seed := submit(t, "test:a", "json", `{"seedRequest":{"gridSetId":"EPSG:4326","zoomStart":0,"zoomStop":6,"type":"seed","threadCount":2}}`)
-	time.Sleep(300 * time.Millisecond)
+	// The seed is under way before the flood: a busy machine may take
+	// seconds to start it.
+	waitFor(t, "seeding", func() bool { return task(t, seed).Processed > 0 })
 
 	baseGoroutines := runtime.NumGoroutine()
 	baseRSS := rssMiB(t)
@@ -99,13 +105,18 @@ func TestMissFloodLeavesTheCacheUp(t *testing.T) {
 	var maxGoroutines, maxFetches, maxRSS int
 	var seedAtStart, seedAtEnd int64
 	seedAtStart = task(t, seed).Processed
-	floodEnd := time.Now().Add(floodFor)
-	for i := int64(0); time.Now().Before(floodEnd.Add(2 * time.Second)); i++ {
-		during := time.Now().Before(floodEnd)
-		if !during && stop != nil {
-			close(stop)
-			stop = nil
-			seedAtEnd = task(t, seed).Processed
+	floodStart := time.Now()
+	var floodEnd time.Time
+	for i := int64(0); floodEnd.IsZero() || time.Since(floodEnd) < 2*time.Second; i++ {
+		during := floodEnd.IsZero()
+		if during && time.Since(floodStart) >= floodFor {
+			// The flood ends once the seed has been seen to move during
+			// it (a metatile is 16 tiles at most), or at floodMax.
+			if seedAtEnd = task(t, seed).Processed; seedAtEnd > seedAtStart || time.Since(floodStart) >= floodMax {
+				close(stop)
+				floodEnd = time.Now()
+				during = false
+			}
 		}
 		start := time.Now()
 		a := get(t, siteURL(tileQuery("test:a", "EPSG:4326", gridset.Index{X: 4 * (i % 128), Y: 4*(i/128) + 32, Z: 7})))
@@ -121,7 +132,10 @@ func TestMissFloodLeavesTheCacheUp(t *testing.T) {
 	var worst time.Duration
 	for i, v := range visits {
 		worst = max(worst, v.took)
-		if v.status != 200 || v.took > 3*time.Second {
+		// Answered, and not after the flood's whole backlog: a visitor
+		// behind the flooder's line would wait for it or be refused. Not a
+		// speed: 30 s is far beyond what a miss takes even beside CPU hogs.
+		if v.status != 200 || v.took > 30*time.Second {
 			slow = append(slow, fmt.Sprintf("#%d (during flood %v): %d in %v", i, v.during, v.status, v.took.Round(time.Millisecond)))
 		}
 	}
@@ -150,12 +164,12 @@ func TestMissFloodLeavesTheCacheUp(t *testing.T) {
 		t.Errorf("%d metatile fetches at once during the flood; the queue bounds them to %d", maxFetches, allowed)
 	}
 	settled := runtime.NumGoroutine()
-	for deadline := time.Now().Add(10 * time.Second); settled > baseGoroutines+100 && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(eventPatience); settled > baseGoroutines+100 && time.Now().Before(deadline); {
 		time.Sleep(100 * time.Millisecond)
 		settled = runtime.NumGoroutine()
 	}
 	if settled > baseGoroutines+100 {
-		t.Errorf("goroutines did not come back after the flood: %d before, %d ten seconds after", baseGoroutines, settled)
+		t.Errorf("goroutines did not come back after the flood: %d before, %d %v after", baseGoroutines, settled, eventPatience)
 	}
 	if maxRSS > baseRSS+300 {
 		t.Errorf("RSS rose from %d MiB to %d MiB during the flood", baseRSS, maxRSS)
@@ -164,7 +178,7 @@ func TestMissFloodLeavesTheCacheUp(t *testing.T) {
 		t.Errorf("the seed made no progress during the flood: %d tiles before, %d after", seedAtStart, seedAtEnd)
 	}
 	t.Logf("flood: %d requests in %v; visitor: %d misses, slowest %v; goroutines %d → max %d → %d after (fetches max %d); RSS %d → max %d MiB; seed %d → %d tiles; upstream GetMaps %d, max %d at once; flooder capped %v times",
-		min(sent.Load(), floodRequests), floodFor, len(visits), worst.Round(time.Millisecond), baseGoroutines, maxGoroutines, settled, maxFetches, baseRSS, maxRSS,
+		min(sent.Load(), floodRequests), floodEnd.Sub(floodStart).Round(time.Millisecond), len(visits), worst.Round(time.Millisecond), baseGoroutines, maxGoroutines, settled, maxFetches, baseRSS, maxRSS,
 		seedAtStart, seedAtEnd, f.getMaps.Load(), f.maxInFlight.Load(),
 		metric(t, "caddy_tile_cache_misses_refused_total", `cache="`+name+`",reason="client-limit"`))
 	if m := f.maxInFlight.Load(); m > 4 {
