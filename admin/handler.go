@@ -54,8 +54,10 @@ type Handler struct {
 	MaxTasks        int   `json:"max_tasks,omitempty"`
 	MaxTilesPerTask int64 `json:"max_tiles_per_task,omitempty"`
 	MaxParamLength  int   `json:"max_param_length,omitempty"`
-	// MaxListLines bounds the lines of a tile list (rest/seed/<layer>/tiles),
-	// else 400. Default 50000000 (about 700 MB of z/x/y lines).
+	// MaxListLines bounds the tile lines of a tile list (rest/seed/<layer>/tiles),
+	// else 400; blank and # comment lines do not count (they have a bound
+	// of their own, as many again). Default 50000000 (about 700 MB of
+	// z/x/y lines).
 	MaxListLines int64 `json:"max_list_lines,omitempty"`
 	// TrustedOrigins may send state-changing requests from a browser on
 	// another origin (scheme://host[:port]); every other cross-origin

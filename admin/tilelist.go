@@ -17,7 +17,8 @@ import (
 // string: type, gridSetId, format, threadCount, scheme, parents,
 // children, allParameters, parameter_<NAME>, and the retry fields of a
 // seed request. The body is not bounded by max_body (an expire list is
-// easily tens of MB); its lines are, by max_list_lines.
+// easily tens of MB); its tile lines are, by max_list_lines, and its blank
+// and comment lines by as many again.
 func (h *Handler) tileList(w http.ResponseWriter, r *http.Request, rt route) error {
 	req, lr, err := listQuery(r.URL.Query())
 	if err == nil {
