@@ -80,13 +80,7 @@ func build(cmd *cobra.Command) {
 		}
 		if fd := int(os.Stdin.Fd()); term.IsTerminal(fd) {
 			conn.readPassword = func() (string, error) {
-				os.Stderr.WriteString("Password for " + conn.user + ": ")
-				b, err := term.ReadPassword(fd)
-				os.Stderr.WriteString("\n")
-				if err != nil {
-					return "", usage("reading the password: %v", err)
-				}
-				return string(b), nil
+				return askPassword(fd, "Password for "+conn.user+": ", os.Stderr)
 			}
 		}
 		return newClient(conn)

@@ -2,10 +2,9 @@ package command
 
 import (
 	"fmt"
-	"io"
-	"os"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -112,25 +111,45 @@ func TestWaitOnAnUnreachableServerFailsAtOnce(t *testing.T) {
 }
 
 // On a terminal, a user without a password in the environment or a file
-// is asked for it, without echo.
+// is asked for it, and what is typed is not shown, even typed (or pasted)
+// the moment the prompt shows, however late the command gets to read it:
+// echo goes off before the prompt is written. The terminal holds the
+// command's output back, so the command waits to write its prompt; echo
+// must be off by then, and the password is typed before the prompt has
+// shown at all. A command that writes its prompt before turning echo off
+// never gets there, and the test fails.
 func TestPasswordIsAskedForOnATerminal(t *testing.T) {
 	noTasksLeft(t)
-	// An *os.File, handed to script as it is: exec's copying goroutine
-	// for another reader would hold up Wait.
-	in, typed, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
+	tm := openTerminal(t)
+	tm.hold(true)
+	p := tm.start(cliEnv(t, "TILECACHE_PASSWORD="), "tasks")
+	tm.until(p, 30*time.Second, "echo off while the prompt waits to be shown", func() bool { return !tm.echo() })
+	tm.typeIn(adminPass + "\n")
+	tm.hold(false)
+	r := p.wait(30 * time.Second)
+	shown := tm.shown(p)
+	if r.code != 0 || shown != "Password for admin: \r\nno pending or running tasks\r\n" {
+		t.Errorf("exit %d; the terminal shows:\n%q", r.code, shown)
 	}
-	defer typed.Close()
-	p := startTTYWithInput(t, cliEnv(t, "TILECACHE_PASSWORD="), in, "tasks")
-	in.Close() // script has its own copy
-	p.waitFor(regexp.MustCompile(`Password for admin: $`), 10*time.Second)
-	io.WriteString(typed, adminPass+"\n")
-	r := p.wait(10 * time.Second)
-	if r.code != 0 || !strings.HasSuffix(r.stdout, "no pending or running tasks\r\n") {
-		t.Errorf("with the password typed:\n%q", r.stdout)
+	if strings.Contains(shown, adminPass) {
+		t.Errorf("the password was echoed:\n%q", shown)
 	}
-	if strings.Contains(r.stdout, adminPass) {
-		t.Errorf("the password was echoed:\n%q", r.stdout)
+}
+
+// Ctrl-C at the password prompt ends the command as it always has, by
+// the signal, and leaves the terminal's echo on: the shell after it, and
+// what is typed there, must show.
+func TestCtrlCAtThePasswordPromptLeavesEchoOn(t *testing.T) {
+	tm := openTerminal(t)
+	p := tm.start(cliEnv(t, "TILECACHE_PASSWORD="), "tasks")
+	p.waitFor(regexp.MustCompile(`Password for admin: $`), 30*time.Second)
+	tm.until(p, 30*time.Second, "echo off at the prompt", func() bool { return !tm.echo() })
+	tm.typeIn("\x03")
+	p.wait(30 * time.Second)
+	if ws, _ := p.cmd.ProcessState.Sys().(syscall.WaitStatus); !ws.Signaled() || ws.Signal() != syscall.SIGINT {
+		t.Errorf("ended with %v, want the SIGINT of Ctrl-C", p.cmd.ProcessState)
+	}
+	if !tm.echo() {
+		t.Error("echo is still off after Ctrl-C at the prompt")
 	}
 }

@@ -78,32 +78,27 @@ func start(t *testing.T, env []string, args ...string) *proc {
 // with the command's status.
 func startTTY(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
-	return startTTYWithInput(t, env, nil, args...)
-}
-
-// startTTYWithInput is startTTY with what is typed at the terminal read
-// from in (nil: nothing).
-func startTTYWithInput(t *testing.T, env []string, in *os.File, args ...string) *proc {
-	t.Helper()
 	line := shellQuote(caddyBin) + " tile-cache"
 	for _, a := range args {
 		line += " " + shellQuote(a)
 	}
-	cmd := exec.Command("script", "-qefc", line, "/dev/null")
-	if in != nil {
-		cmd.Stdin = in
-	}
-	return startCmd(t, cmd, env)
+	return startCmd(t, exec.Command("script", "-qefc", line, "/dev/null"), env)
 }
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
+// A cmd whose output already goes somewhere (a terminal) keeps it there.
 func startCmd(t *testing.T, cmd *exec.Cmd, env []string) *proc {
 	t.Helper()
 	p := &proc{t: t, cmd: cmd, stdout: &proctest.Output{}, stderr: &proctest.Output{}, done: make(chan struct{})}
 	cmd.Env = env
-	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if cmd.Stdout == nil && cmd.Stderr == nil {
+		cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
+	}
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	// A grandchild holding the output pipes must not hold up Wait forever.
 	cmd.WaitDelay = 5 * time.Second
 	if err := cmd.Start(); err != nil {
