@@ -41,13 +41,24 @@ aborted or killed, 4 server unreachable, 5 server refused (4xx),
 
 // build adds the subcommands and the flags they share.
 func build(cmd *cobra.Command) {
+	cmd.SuggestionsMinimumDistance = 2 // cobra's default, which SuggestionsFor alone does not apply
 	// Cobra shows the help for an unknown subcommand of a command that does
 	// not run: `caddy tile-cache sed` would exit 0. It is an error.
 	cmd.RunE = runE(func(c *cobra.Command, args []string) error {
 		if len(args) > 0 {
-			return usage("unknown command %q: one of seed, reseed, truncate, wait, tasks, kill, masstruncate", args[0])
+			return unknownCommand(c, args[0])
 		}
 		return c.Help()
+	})
+	// A flag cobra cannot parse is a usage error like any other: one
+	// `tile-cache:` line, not cobra's "Error: …". The subcommands inherit
+	// this. Flags after a mistyped subcommand (`sed --layer L`) are parsed
+	// as tile-cache's own, and fail: the word before them is the mistake.
+	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		if c == cmd && c.Flags().NArg() > 0 {
+			err = unknownCommand(c, c.Flags().Arg(0))
+		}
+		return finish(c, nil, err)
 	})
 	conn := &connOptions{}
 	pf := cmd.PersistentFlags()
@@ -94,6 +105,33 @@ func build(cmd *cobra.Command) {
 
 type connectFunc func(*cobra.Command) (*client, error)
 
+// unknownCommand is a word where a subcommand should be, with cobra's
+// guess at the one meant.
+func unknownCommand(c *cobra.Command, word string) error {
+	guess := ""
+	if s := c.SuggestionsFor(word); len(s) > 0 {
+		guess = " (did you mean " + s[0] + "?)"
+	}
+	return usage("unknown command %q%s: one of seed, reseed, truncate, wait, tasks, kill, masstruncate", word, guess)
+}
+
+// noArgs refuses a word where only flags are expected, as every other
+// usage error (cobra's own check would print "Error: …").
+func noArgs(c *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usage("%s takes flags only, no arguments: %q", c.Name(), args[0])
+	}
+	return nil
+}
+
+// oneTaskID refuses anything but the one word wait takes.
+func oneTaskID(c *cobra.Command, args []string) error {
+	if len(args) != 1 {
+		return usage("%s takes one task id (caddy tile-cache tasks lists them), %d given", c.Name(), len(args))
+	}
+	return nil
+}
+
 var seedShort = map[string]string{
 	"seed":     "Renders the tiles of a layer that are not cached yet",
 	"reseed":   "Renders the tiles of a layer again, cached or not",
@@ -114,7 +152,7 @@ every --interval otherwise. The exit status then says how the task
 ended: 0 done, 2 done with failed tiles, 3 aborted or killed.`,
 		Example: "  caddy tile-cache " + typ + " --url https://tiles.example.com/geowebcache --user admin \\\n" +
 			"      --layer topp:states --gridset EPSG:4326 --levels 0-8 --wait",
-		Args: cobra.NoArgs,
+		Args: runE(noArgs),
 	}
 	f := c.Flags()
 	f.StringVar(&o.layer, "layer", "", "layer name (required)")
@@ -181,17 +219,12 @@ func addWaitFlags(c *cobra.Command, w *waitOptions, optional bool) {
 		}
 		return 79
 	}
-	prev := c.PreRunE
-	c.PreRunE = func(cmd *cobra.Command, args []string) error {
+	c.PreRunE = runE(func(*cobra.Command, []string) error {
 		if w.interval <= 0 {
-			cmd.SilenceUsage = true
 			return usage("--interval must be positive")
 		}
-		if prev != nil {
-			return prev(cmd, args)
-		}
 		return nil
-	}
+	})
 }
 
 // interruptible is the context of a command: with --wait, Ctrl-C (or a
@@ -213,7 +246,7 @@ progress bar on a terminal, a line every --interval otherwise; the exit
 status says how the task ended (0 done, 2 done with failed tiles, 3
 aborted or killed).`,
 		Example: "  caddy tile-cache wait 12",
-		Args:    cobra.ExactArgs(1),
+		Args:    runE(oneTaskID),
 	}
 	addWaitFlags(c, w, false)
 	c.RunE = runE(func(cmd *cobra.Command, args []string) error {
@@ -239,7 +272,7 @@ func tasksCommand(connect connectFunc) *cobra.Command {
 		Use:     "tasks [--layer <name>] [--json]",
 		Short:   "Lists the pending and running tasks",
 		Example: "  caddy tile-cache tasks\n  caddy tile-cache tasks --layer topp:states",
-		Args:    cobra.NoArgs,
+		Args:    runE(noArgs),
 	}
 	c.Flags().StringVar(&layer, "layer", "", "only the tasks of this layer")
 	c.Flags().BoolVar(&raw, "json", false, "print the server's listing as it is ({\"long-array-array\":[...]})")
@@ -262,7 +295,7 @@ func killCommand(connect connectFunc) *cobra.Command {
 waiting for a worker (--pending), or both (--all), of all layers or of
 --layer. A task killed ends ABORTED: whoever waits for it exits 3.`,
 		Example: "  caddy tile-cache kill 12\n  caddy tile-cache kill --pending --layer topp:states",
-		Args:    cobra.MaximumNArgs(1),
+		Args:    cobra.ArbitraryArgs, // checked with the flags, by killOptions.check
 	}
 	f := c.Flags()
 	f.BoolVar(&o.all, "all", false, "every running and pending task")
@@ -292,7 +325,7 @@ func massTruncateCommand(connect connectFunc) *cobra.Command {
 		Long: `Deletes every cached tile of a layer: all gridsets, formats and
 parameter sets. The command returns once the server has done it.`,
 		Example: "  caddy tile-cache masstruncate --layer topp:states",
-		Args:    cobra.NoArgs,
+		Args:    runE(noArgs),
 	}
 	c.Flags().StringVar(&layer, "layer", "", "layer name (required)")
 	c.RunE = runE(func(cmd *cobra.Command, _ []string) error {

@@ -60,26 +60,33 @@ func report(stderr io.Writer, err error) {
 }
 
 // runE adapts a subcommand to cobra: the error becomes one line on stderr
-// and the exit status its code. Caddy's Main exits with a status above 1
-// only for an error from caddycmd.WrapCommandFuncForCobra, so the status
-// goes through it; its own logging of the error is bypassed (the line is
-// already written) by handing it a nil error.
+// and the exit status its code. The same signature serves cobra's Args
+// and PreRunE, so that a mistake cobra itself would report (an argument
+// too many, a bad --interval) reads as every other.
 func runE(run func(cmd *cobra.Command, args []string) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
-		err := run(cmd, args)
-		if err == nil {
-			return nil
-		}
-		cmd.SilenceErrors = true
-		cmd.SilenceUsage = true
-		var e *exitError
-		if !errors.As(err, &e) || e.msg != "" {
-			report(cmd.ErrOrStderr(), err)
-		}
-		code := codeOf(err)
-		if code <= 1 {
-			return err // Main exits 1 for any other error
-		}
-		return caddycmd.WrapCommandFuncForCobra(func(caddycmd.Flags) (int, error) { return code, nil })(cmd, args)
+		return finish(cmd, args, run(cmd, args))
 	}
+}
+
+// finish reports err, if any, and hands cobra what makes Caddy's Main exit
+// with its code. Main exits with a status above 1 only for an error from
+// caddycmd.WrapCommandFuncForCobra, so the status goes through it; its own
+// logging of the error is bypassed (the line is already written) by handing
+// it a nil error. Cobra's own "Error: …" line and usage are silenced.
+func finish(cmd *cobra.Command, args []string, err error) error {
+	if err == nil {
+		return nil
+	}
+	cmd.SilenceErrors = true
+	cmd.SilenceUsage = true
+	var e *exitError
+	if !errors.As(err, &e) || e.msg != "" {
+		report(cmd.ErrOrStderr(), err)
+	}
+	code := codeOf(err)
+	if code <= 1 {
+		return err // Main exits 1 for any other error
+	}
+	return caddycmd.WrapCommandFuncForCobra(func(caddycmd.Flags) (int, error) { return code, nil })(cmd, args)
 }
