@@ -154,40 +154,11 @@ ended: 0 done, 2 done with failed tiles, 3 aborted or killed.`,
 			"      --layer topp:states --gridset EPSG:4326 --levels 0-8 --wait",
 		Args: runE(noArgs),
 	}
-	f := c.Flags()
-	f.StringVar(&o.layer, "layer", "", "layer name (required)")
-	f.StringVar(&o.levels, "levels", "", "zoom levels: 5 or 0-8 (required)")
-	f.StringVar(&o.gridset, "gridset", "", "gridset name (default: the layer's first)")
-	f.StringVar(&o.srs, "srs", "", "EPSG code instead of --gridset: the layer's gridset in it")
-	f.StringVar(&o.bounds, "bounds", "", "minx,miny,maxx,maxy in the gridset's units (default: the whole layer)")
-	f.StringVar(&o.format, "format", "", "tile format, e.g. image/png (default: the layer's first)")
-	f.StringArrayVar(&o.params, "param", nil, "parameter filter value NAME=VALUE, e.g. STYLES=population (repeatable)")
-	f.IntVar(&o.threads, "threads", 0, "workers the task may use at once (default 1; truncate uses 1)")
-	f.IntVar(&o.retries, "retries", 0, "retries of a failed metatile (default: the server's)")
-	f.IntVar(&o.maxFailures, "max-failures", 0, "failed attempts after which the task is aborted (default: the server's)")
-	f.StringVar(&o.geometry, "geometry", "", "file (- for stdin) with a polygon, GeoJSON or WKT: the task is the tiles it overlaps")
-	f.StringVar(&o.geometrySRS, "geometry-srs", "", "the polygon's CRS, EPSG:4326 (default) or the gridset's")
-	f.Float64Var(&o.buffer, "buffer", 0, "grow the polygon by this many pixels of each level")
-	f.StringVar(&o.tiles, "tiles", "", "file (- for stdin) with a tile list, z/x/y lines as osm2pgsql writes them, instead of --levels")
-	f.StringVar(&o.scheme, "scheme", "", "rows of --tiles: xyz (from the top, the default) or tms")
-	f.IntVar(&o.parents, "parents", -1, "with --tiles: also the tiles covering them up to this level")
-	f.IntVar(&o.children, "children", -1, "with --tiles: also the tiles inside them down to this level")
-	if typ != "seed" {
-		f.BoolVar(&o.allParams, "all-parameters", false, "every parameter set stored, whatever its values")
-	}
+	o.addFlags(c, typ)
 	o.stdin = os.Stdin
 	addWaitFlags(c, w, true)
 	c.RunE = runE(func(cmd *cobra.Command, _ []string) error {
-		// Not given: the server's defaults (tile_cache_admin's retry_count, max_failures).
-		if o.retries < 0 || o.maxFailures < 0 {
-			return usage("--retries and --max-failures must not be negative")
-		}
-		if !cmd.Flags().Changed("retries") {
-			o.retries = -1
-		}
-		if !cmd.Flags().Changed("max-failures") {
-			o.maxFailures = -1
-		}
+		o.given = cmd.Flags().Changed
 		if _, err := o.request(typ); err != nil { // flags first: no password prompt for a typo
 			return err
 		}

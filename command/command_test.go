@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spf13/cobra"
 )
 
 func TestParseLevels(t *testing.T) {
@@ -43,9 +45,22 @@ func TestParseBoundsAndSRS(t *testing.T) {
 	}
 }
 
+// seedFlags parses the flags of a seed, reseed or truncate command line
+// as the command does.
+func seedFlags(t *testing.T, typ string, args ...string) *seedOptions {
+	t.Helper()
+	o, c := &seedOptions{}, &cobra.Command{}
+	o.addFlags(c, typ)
+	if err := c.Flags().Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	o.given = c.Flags().Changed
+	return o
+}
+
 func TestSeedRequestJSON(t *testing.T) {
-	o := &seedOptions{layer: "topp:states", levels: "0-8", srs: "EPSG:3857", bounds: "0,0,10,10",
-		params: []string{"STYLES=population", "CQL_FILTER=a=1,b"}, threads: 2, retries: -1, maxFailures: 5}
+	o := seedFlags(t, "reseed", "--layer", "topp:states", "--levels", "0-8", "--srs", "EPSG:3857", "--bounds", "0,0,10,10",
+		"--param", "STYLES=population", "--param", "CQL_FILTER=a=1,b", "--threads", "2", "--max-failures", "5")
 	r, err := o.request("reseed")
 	if err != nil {
 		t.Fatal(err)
@@ -59,8 +74,69 @@ func TestSeedRequestJSON(t *testing.T) {
 	if _, err := o.request("seed"); err == nil {
 		t.Error("--gridset with --srs accepted")
 	}
-	if _, err := (&seedOptions{layer: "x", levels: "1", params: []string{"novalue"}, retries: -1, maxFailures: -1}).request("seed"); err == nil {
+	if _, err := seedFlags(t, "seed", "--layer", "x", "--levels", "1", "--param", "novalue").request("seed"); err == nil {
 		t.Error("--param without = accepted")
+	}
+	// Not given, the server's defaults: no threadCount, no retry fields.
+	r, err = seedFlags(t, "seed", "--layer", "x", "--levels", "1").request("seed")
+	if err != nil || r.ThreadCount != 0 || r.RetryCount != nil || r.MaxFailures != nil {
+		t.Errorf("defaults: %+v %v", r, err)
+	}
+}
+
+// threadCount is 1 or more: 0 is refused as -1 is, not sent and run as 1
+// (the server raises it). The other counts may be 0, not below.
+func TestCountsBelowTheirLeast(t *testing.T) {
+	box := []string{"--layer", "x", "--levels", "1"}
+	list := []string{"--layer", "x", "--tiles", "expire.list"}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{append(box, "--threads", "0"), "--threads must be at least 1"},
+		{append(box, "--threads", "-1"), "--threads must be at least 1"},
+		{append(box, "--retries", "-1"), "--retries must be at least 0"},
+		{append(box, "--max-failures", "-1"), "--max-failures must be at least 0"},
+		{append(list, "--parents", "-1"), "--parents must be at least 0"},
+		{append(list, "--children", "-2"), "--children must be at least 0"},
+	} {
+		_, err := seedFlags(t, "seed", c.args...).request("seed")
+		if codeOf(err) != ExitUsage || err.Error() != c.want {
+			t.Errorf("%v: %v, want the usage error %q", c.args, err, c.want)
+		}
+	}
+	for _, args := range [][]string{append(box, "--threads", "1"), append(box, "--retries", "0", "--max-failures", "0"),
+		append(list, "--parents", "0", "--children", "0")} {
+		if _, err := seedFlags(t, "seed", args...).request("seed"); err != nil {
+			t.Errorf("%v: %v", args, err)
+		}
+	}
+}
+
+// A flag that only means something with another is refused without it,
+// whatever its value (--buffer 0 too), instead of being left out of the
+// request.
+func TestFlagsThatNeedAnother(t *testing.T) {
+	for flag, needs := range map[string]string{"--buffer": "--geometry", "--geometry-srs": "--geometry",
+		"--scheme": "--tiles", "--parents": "--tiles", "--children": "--tiles"} {
+		value := map[string]string{"--geometry-srs": "EPSG:3857", "--scheme": "tms"}[flag]
+		if value == "" {
+			value = "0"
+		}
+		_, err := seedFlags(t, "seed", "--layer", "x", "--levels", "1", flag, value).request("seed")
+		if want := flag + " needs " + needs + " ("; codeOf(err) != ExitUsage || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("%s without %s: %v, want a usage error %q…", flag, needs, err, want)
+		}
+	}
+	o := seedFlags(t, "seed", "--layer", "x", "--tiles", "-", "--scheme", "tms", "--parents", "0", "--children", "12")
+	r, err := o.request("seed")
+	if q := o.listQuery(r); err != nil || q != "children=12&parents=0&scheme=tms&type=seed" {
+		t.Errorf("with --tiles: %q %v", q, err)
+	}
+	o = seedFlags(t, "seed", "--layer", "x", "--levels", "1", "--geometry", "-", "--buffer", "0", "--geometry-srs", "EPSG:3857")
+	o.stdin = strings.NewReader("POINT(1 2)")
+	if r, err := o.request("seed"); err != nil || r.GeometrySRS != "EPSG:3857" {
+		t.Errorf("with --geometry: %+v %v", r, err)
 	}
 }
 

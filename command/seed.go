@@ -13,6 +13,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/spf13/cobra"
 )
 
 // seedOptions are the flags of seed, reseed and truncate: the fields of
@@ -26,8 +28,8 @@ type seedOptions struct {
 	format      string
 	params      []string
 	threads     int
-	retries     int // -1: the server's default
-	maxFailures int // -1: the server's default
+	retries     int
+	maxFailures int
 	// Areas other than a box (docs/rest.md, "Areas"): a polygon from a
 	// file, or a tile list from a file, and every stored parameter set.
 	geometry    string // file ("-": stdin) of GeoJSON or WKT
@@ -36,9 +38,39 @@ type seedOptions struct {
 	allParams   bool
 	tiles       string // file ("-": stdin) of z/x/y lines
 	scheme      string
-	parents     int // -1: none
-	children    int // -1: none
+	parents     int
+	children    int
 	stdin       io.Reader
+	// given says whether a flag is on the command line (pflag's Changed).
+	// A flag not given leaves its field to the server's default, and a
+	// flag given may be refused even with its default value: --threads 0,
+	// or --buffer 0 without --geometry.
+	given func(flag string) bool
+}
+
+// addFlags adds the flags of seed, reseed or truncate (typ) to c.
+func (o *seedOptions) addFlags(c *cobra.Command, typ string) {
+	f := c.Flags()
+	f.StringVar(&o.layer, "layer", "", "layer name (required)")
+	f.StringVar(&o.levels, "levels", "", "zoom levels: 5 or 0-8 (required)")
+	f.StringVar(&o.gridset, "gridset", "", "gridset name (default: the layer's first)")
+	f.StringVar(&o.srs, "srs", "", "EPSG code instead of --gridset: the layer's gridset in it")
+	f.StringVar(&o.bounds, "bounds", "", "minx,miny,maxx,maxy in the gridset's units (default: the whole layer)")
+	f.StringVar(&o.format, "format", "", "tile format, e.g. image/png (default: the layer's first)")
+	f.StringArrayVar(&o.params, "param", nil, "parameter filter value NAME=VALUE, e.g. STYLES=population (repeatable)")
+	f.IntVar(&o.threads, "threads", 0, "workers the task may use at once, 1 or more (default 1; truncate uses 1)")
+	f.IntVar(&o.retries, "retries", 0, "retries of a failed metatile (default: the server's)")
+	f.IntVar(&o.maxFailures, "max-failures", 0, "failed attempts after which the task is aborted (default: the server's)")
+	f.StringVar(&o.geometry, "geometry", "", "file (- for stdin) with a polygon, GeoJSON or WKT: the task is the tiles it overlaps")
+	f.StringVar(&o.geometrySRS, "geometry-srs", "", "with --geometry: the polygon's CRS, EPSG:4326 (default) or the gridset's")
+	f.Float64Var(&o.buffer, "buffer", 0, "with --geometry: grow the polygon by this many pixels of each level")
+	f.StringVar(&o.tiles, "tiles", "", "file (- for stdin) with a tile list, z/x/y lines as osm2pgsql writes them, instead of --levels")
+	f.StringVar(&o.scheme, "scheme", "", "with --tiles: the list's rows, xyz (from the top, the default) or tms")
+	f.IntVar(&o.parents, "parents", 0, "with --tiles: also the tiles covering them up to this level")
+	f.IntVar(&o.children, "children", 0, "with --tiles: also the tiles inside them down to this level")
+	if typ != "seed" {
+		f.BoolVar(&o.allParams, "all-parameters", false, "every parameter set stored, whatever its values")
+	}
 }
 
 // seedRequest is the JSON form of GeoWebCache's seedRequest (decisions.md).
@@ -97,6 +129,12 @@ func (o *seedOptions) request(typ string) (seedRequest, error) {
 	} else if o.levels != "" || o.bounds != "" || o.geometry != "" || o.srs != "" {
 		return r, usage("--tiles names the tiles: --levels, --bounds, --geometry and --srs do not go with it (--parents and --children add levels)")
 	}
+	if err := o.needs(); err != nil {
+		return r, err
+	}
+	if err := o.atLeast(); err != nil {
+		return r, err
+	}
 	if o.geometry != "" {
 		b, err := o.readFile("--geometry", o.geometry)
 		if err != nil {
@@ -109,8 +147,6 @@ func (o *seedOptions) request(typ string) (seedRequest, error) {
 			r.Geometry, _ = json.Marshal(string(text)) // WKT, as a JSON string
 		}
 		r.GeometrySRS = o.geometrySRS
-	} else if o.geometrySRS != "" {
-		return r, usage("--geometry-srs needs --geometry")
 	}
 	if o.buffer < 0 || math.IsNaN(o.buffer) {
 		return r, usage("--buffer must be a number of pixels, 0 or more")
@@ -144,17 +180,56 @@ func (o *seedOptions) request(typ string) (seedRequest, error) {
 		}
 		r.Parameters.Entry = append(r.Parameters.Entry, entry{[2]string{strings.TrimSpace(k), v}})
 	}
-	if o.threads < 0 {
-		return r, usage("--threads must be at least 1")
-	}
-	r.ThreadCount = o.threads
-	if o.retries >= 0 {
+	r.ThreadCount = o.threads // 0, not given, is left out: the server's default
+	if o.given("retries") {
 		r.RetryCount = &o.retries
 	}
-	if o.maxFailures >= 0 {
+	if o.given("max-failures") {
 		r.MaxFailures = &o.maxFailures
 	}
 	return r, nil
+}
+
+// needs refuses a flag given without the one it goes with: the request
+// would leave it out, and the task would silently be another than the
+// one asked for.
+func (o *seedOptions) needs() error {
+	for _, n := range []struct {
+		flag, needs, why string
+		with             bool
+	}{
+		{"geometry-srs", "geometry", "the polygon's CRS", o.geometry != ""},
+		{"buffer", "geometry", "it grows the polygon", o.geometry != ""},
+		{"scheme", "tiles", "which way the list's rows count", o.tiles != ""},
+		{"parents", "tiles", "it adds levels to the list's", o.tiles != ""},
+		{"children", "tiles", "it adds levels to the list's", o.tiles != ""},
+	} {
+		if o.given(n.flag) && !n.with {
+			return usage("--%s needs --%s (%s)", n.flag, n.needs, n.why)
+		}
+	}
+	return nil
+}
+
+// atLeast refuses a number given below the least it can be. The server
+// takes some such numbers as others (threadCount 0 or -1 runs as 1): the
+// command refuses them rather than send what the server would change.
+func (o *seedOptions) atLeast() error {
+	for _, n := range []struct {
+		flag     string
+		v, least int
+	}{
+		{"threads", o.threads, 1},
+		{"retries", o.retries, 0},
+		{"max-failures", o.maxFailures, 0},
+		{"parents", o.parents, 0},
+		{"children", o.children, 0},
+	} {
+		if o.given(n.flag) && n.v < n.least {
+			return usage("--%s must be at least %d", n.flag, n.least)
+		}
+	}
+	return nil
 }
 
 var levelsRe = regexp.MustCompile(`^\s*(\d+)\s*(?:(?:-|\.\.)\s*(\d+)\s*)?$`)
@@ -239,10 +314,10 @@ func (o *seedOptions) listQuery(r seedRequest) string {
 	if r.ThreadCount > 0 {
 		q.Set("threadCount", strconv.Itoa(r.ThreadCount))
 	}
-	if o.parents >= 0 {
+	if o.given("parents") {
 		q.Set("parents", strconv.Itoa(o.parents))
 	}
-	if o.children >= 0 {
+	if o.given("children") {
 		q.Set("children", strconv.Itoa(o.children))
 	}
 	if r.AllParameters {

@@ -68,6 +68,20 @@ func TestFailuresAreOneLineWithTheirExitStatus(t *testing.T) {
 			1, `tasks takes flags only, no arguments: "extra"`},
 		{"a bad flag value", nil, []string{"seed", "--layer", "test:a", "--levels", "0", "--threads", "x"},
 			1, `invalid argument "x" for "--threads" flag`},
+		// threadCount is at least 1: 0 is no default, it is refused as -1 is.
+		{"--threads 0", nil, []string{"seed", "--layer", "test:a", "--levels", "0", "--threads", "0"},
+			1, "--threads must be at least 1"},
+		{"--threads -1", nil, []string{"seed", "--layer", "test:a", "--levels", "0", "--threads", "-1"},
+			1, "--threads must be at least 1"},
+		// Flags that go with another are refused without it, not left out.
+		{"--buffer without --geometry", nil, []string{"seed", "--layer", "test:a", "--levels", "0", "--buffer", "16"},
+			1, "--buffer needs --geometry"},
+		{"--scheme without --tiles", nil, []string{"seed", "--layer", "test:a", "--levels", "0", "--scheme", "tms"},
+			1, "--scheme needs --tiles"},
+		{"--parents without --tiles", nil, []string{"seed", "--layer", "test:a", "--levels", "3", "--parents", "0"},
+			1, "--parents needs --tiles"},
+		{"--children without --tiles", nil, []string{"seed", "--layer", "test:a", "--levels", "0", "--children", "2"},
+			1, "--children needs --tiles"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			oneErrorLine(t, cli(t, cliEnv(t, c.env...), c.args...), c.code, c.prefix)
