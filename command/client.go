@@ -269,7 +269,14 @@ func (o *connOptions) password() (string, error) {
 		}
 		// The first line: files written with echo end in a newline.
 		p, _, _ := strings.Cut(string(b), "\n")
-		return strings.TrimSuffix(p, "\r"), nil
+		p = strings.TrimSuffix(p, "\r")
+		if strings.TrimSpace(p) == "" {
+			// An empty file, or a blank first line, is a mistake far more
+			// often than a password of spaces: sent, it would only come
+			// back as a 401 that blames the credentials, not the file.
+			return "", usage("--password-file %s: the first line, the password, is blank", o.passwordFile)
+		}
+		return p, nil
 	}
 	if p, ok := os.LookupEnv(envPassword); ok {
 		return p, nil

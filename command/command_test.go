@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -137,6 +139,27 @@ func TestFlagsThatNeedAnother(t *testing.T) {
 	o.stdin = strings.NewReader("POINT(1 2)")
 	if r, err := o.request("seed"); err != nil || r.GeometrySRS != "EPSG:3857" {
 		t.Errorf("with --geometry: %+v %v", r, err)
+	}
+}
+
+// An empty or blank first line of the password file is refused before
+// anything is sent; spaces inside a password are kept.
+func TestPasswordFileFirstLine(t *testing.T) {
+	dir := t.TempDir()
+	for content, want := range map[string]string{"": "", "\n": "", "\r\nsecret\n": "", "  \t\nsecret": "",
+		"a b \r\nsecond": "a b ", " pw": " pw"} {
+		f := filepath.Join(dir, "pw")
+		if err := os.WriteFile(f, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		p, err := (&connOptions{user: "admin", passwordFile: f}).password()
+		if want == "" {
+			if codeOf(err) != ExitUsage || !strings.Contains(err.Error(), "--password-file "+f+": ") {
+				t.Errorf("%q: %q %v, want a usage error", content, p, err)
+			}
+		} else if err != nil || p != want {
+			t.Errorf("%q: %q %v, want %q", content, p, err, want)
+		}
 	}
 }
 

@@ -116,6 +116,12 @@ func TestPasswordFile(t *testing.T) {
 	}
 	r = cli(t, cliEnv(t, "TILECACHE_PASSWORD="), "tasks", "--password-file", f+".missing")
 	oneErrorLine(t, r, 1, "--password-file: ")
+	// Empty, or a blank first line: refused here, not sent to get a 401.
+	for _, content := range []string{"", "\n", "  \n" + adminPass + "\n"} {
+		empty := writeFile(t, "empty", content)
+		r = cli(t, cliEnv(t, "TILECACHE_PASSWORD="), "tasks", "--password-file", empty)
+		oneErrorLine(t, r, 1, "--password-file "+empty+": the first line, the password, is blank")
+	}
 	// No password at all and no terminal to ask on: refused before sending.
 	r = cli(t, cliEnv(t, "TILECACHE_PASSWORD="), "tasks")
 	oneErrorLine(t, r, 1, `no password for user "admin"`)
