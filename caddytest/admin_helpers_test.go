@@ -30,6 +30,9 @@ var adminHash = sync.OnceValue(func() string {
 
 // adminConfig is a site with the REST interface under /geowebcache behind
 // basic_auth (handle_path strips the prefix), and public tiles elsewhere.
+// Its upstream timeout is far beyond any fake WMS delay: beside CPU hogs a
+// metatile took over 2 s, timed out, and its retry was one GetMap more
+// than a test counting them expects. (The fault tests have 500 ms.)
 func adminConfig(t *testing.T, f *fakeWMS, storage, adminOpts, layers string) string {
 	if layers == "" {
 		layers = `
@@ -48,7 +51,7 @@ func adminConfig(t *testing.T, f *fakeWMS, storage, adminOpts, layers string) st
 	return siteConfig{admin: ptr(adminOpts), upstream: f.URL, tiles: `
 		upstream ` + f.URL + `/wms
 		storage ` + storeLines(storage) + `
-		timeout 2s
+		timeout 30s
 		` + layers}.String()
 }
 

@@ -33,8 +33,9 @@ import (
 // gives the same image.
 type noisyWMS struct {
 	*httptest.Server
-	getMaps atomic.Int64
-	delay   atomic.Int64 // nanoseconds added to every GetMap
+	getMaps  atomic.Int64
+	answered atomic.Int64 // GetMaps answered in full
+	delay    atomic.Int64 // nanoseconds added to every GetMap
 }
 
 func newNoisyWMS(t *testing.T) *noisyWMS {
@@ -97,7 +98,9 @@ func (n *noisyWMS) serve(w http.ResponseWriter, r *http.Request) {
 	var buf bytes.Buffer
 	png.Encode(&buf, img)
 	w.Header().Set("Content-Type", "image/png")
-	w.Write(buf.Bytes())
+	if _, err := w.Write(buf.Bytes()); err == nil {
+		n.answered.Add(1)
+	}
 }
 
 // quotaEnv is one quota test's cache: its own name, directory and upstream.
@@ -292,18 +295,6 @@ func layerBytes(t *testing.T, layer string) int64 {
 	return b
 }
 
-// waitUntil polls cond for at most d.
-func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("still not %s after %v", what, d)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // evictedBoth waits until Caddy's evicted_tiles_total metric of layer
 // agrees with the store's own evicted count (a pass may be finishing),
 // and returns the store's tiles and bytes.
@@ -311,7 +302,7 @@ func (e *quotaEnv) evicted(layer string) (tiles, bytes int64) {
 	e.t.Helper()
 	b := openBadger(e.t, e.dir)
 	labels := `dir="` + b.Dir() + `",layer="` + layer + `"`
-	waitUntil(e.t, 10*time.Second, "evicted_tiles_total and the store's evicted count agreeing", func() bool {
+	waitFor(e.t, "evicted_tiles_total and the store's evicted count agreeing", func() bool {
 		ev, err := b.Evicted()
 		if err != nil {
 			e.t.Fatal(err)
@@ -355,7 +346,7 @@ func TestQuotaGlobalEviction(t *testing.T) {
 	e.miss("test:a", metatiles(4, 0, 31, 0, 15))
 	e.miss("test:a", metatiles(5, 0, 63, 0, 31))
 
-	waitUntil(t, 10*time.Second, "within the quota", func() bool { return layerBytes(t, "test:a") <= quota })
+	waitFor(t, "within the quota", func() bool { return layerBytes(t, "test:a") <= quota })
 	evTiles, evBytes := e.evicted("test:a")
 	stored := e.checkUsage("after eviction", "test:a", 5)
 	t.Logf("%d tiles (%d bytes) stored, %d (%d bytes) evicted; largest tile %d bytes", stored.tiles, stored.bytes, evTiles, evBytes, stored.maxTile)
@@ -471,7 +462,7 @@ func TestQuotaLRUKeepsHitPages(t *testing.T) {
 			break
 		}
 	}
-	waitUntil(t, 10*time.Second, "within the quota", func() bool { return layerBytes(t, "test:a") <= quota })
+	waitFor(t, "within the quota", func() bool { return layerBytes(t, "test:a") <= quota })
 	evTiles, _ := e.evicted("test:a")
 	after := e.checkUsage("after eviction", "test:a", 6)
 	t.Logf("A and B %d bytes; %d new metatiles; %d tiles evicted; %d bytes left", bytesAB, len(added), evTiles, after.bytes)
@@ -511,7 +502,7 @@ func TestQuotaPerLayer(t *testing.T) {
 	for _, idx := range idxs {
 		e.miss("test:b", []gridset.Index{idx})
 	}
-	waitUntil(t, 10*time.Second, "test:b within its quota", func() bool { return layerBytes(t, "test:b") <= quotaB })
+	waitFor(t, "test:b within its quota", func() bool { return layerBytes(t, "test:b") <= quotaB })
 	evB, evBytesB := e.evicted("test:b")
 	if evA, _ := e.evicted("test:a"); evA != 0 {
 		t.Fatalf("%d tiles of test:a evicted; only test:b was over its quota", evA)

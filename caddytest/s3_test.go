@@ -52,7 +52,7 @@ func newS3EnvWith(t *testing.T, local, more string) *s3Env {
 			region us-east-1
 			path_style
 			insecure
-			timeout 2s
+			timeout 30s
 			access_key {env.TC_S3_KEY}
 			secret_key {env.TC_S3_SECRET}
 			` + local + `

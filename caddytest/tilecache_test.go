@@ -19,7 +19,7 @@ func fakeConfig(t *testing.T, f *fakeWMS, storage, extra string) string {
 	return siteConfig{upstream: f.URL, tiles: `
 		upstream ` + f.URL + `/wms?map=/srv/world.map
 		storage ` + storeLines(storage) + `
-		timeout 1s
+		timeout 30s
 		layer test:a {
 			gridsets EPSG:4326 EPSG:900913
 			client_expiry 1h

@@ -116,7 +116,7 @@ func TestUsageThroughREST(t *testing.T) {
 		upstream ` + f.URL + `/wms
 		storage ` + e.dir + `
 		usage
-		timeout 2s
+		timeout 30s
 		name ` + e.name + "\n" + restLayers}.String())
 	t.Cleanup(e.cleanup)
 
