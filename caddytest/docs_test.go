@@ -6,11 +6,15 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // fenceRE finds the fenced blocks of a Markdown page: the info string's
@@ -54,13 +58,12 @@ func TestDocsCaddyfileSnippetsAdapt(t *testing.T) {
 				t.Run(where, func(t *testing.T) {
 					var errs []string
 					for _, c := range snippetContexts {
-						_, all, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(c.before+body+c.after),
-							map[string]any{"filename": where})
+						all, err := adaptWarnings(c.before+body+c.after, where)
 						// Comments aligned in a column read better in a page
 						// than caddy fmt's layout: that warning alone is fine.
-						var warnings []caddyconfig.Warning
+						var warnings []string
 						for _, w := range all {
-							if !strings.Contains(w.Message, "input is not formatted") {
+							if !strings.Contains(w, "input is not formatted") {
 								warnings = append(warnings, w)
 							}
 						}
@@ -84,6 +87,36 @@ func TestDocsCaddyfileSnippetsAdapt(t *testing.T) {
 	// The pages have many snippets: finding few means the search broke.
 	if snippets < 6 {
 		t.Fatalf("only %d Caddyfile snippets found in %v", snippets, pages)
+	}
+}
+
+// adaptWarnings adapts a Caddyfile and returns every warning Caddy would
+// print at start: the adapter's, and those directives log while they are
+// parsed, which the adapter does not return (reverse_proxy's "Unnecessary
+// header_up X-Forwarded-Host"). Those go to Caddy's default logger, which
+// is swapped for a buffer meanwhile, as `caddy run` itself does.
+func adaptWarnings(caddyfile, filename string) ([]string, error) {
+	_, orig, buf := caddy.BufferedLog()
+	defer caddy.UnbufferDefaultLogger(orig)
+	_, warnings, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(caddyfile), map[string]any{"filename": filename})
+	core, logged := observer.New(zap.WarnLevel)
+	buf.FlushTo(zap.New(core))
+	var all []string
+	for _, w := range warnings {
+		all = append(all, w.String())
+	}
+	for _, e := range logged.All() {
+		all = append(all, e.Message)
+	}
+	return all, err
+}
+
+// adaptWarnings sees the warnings directives log: without them, a snippet
+// Caddy warns about at start would pass TestDocsCaddyfileSnippetsAdapt.
+func TestAdaptWarningsIncludeLoggedOnes(t *testing.T) {
+	all, err := adaptWarnings(":8080 {\nreverse_proxy 127.0.0.1:18091 {\nheader_up X-Forwarded-Host {hostport}\n}\n}\n", "logged")
+	if err != nil || !slices.ContainsFunc(all, func(w string) bool { return strings.Contains(w, "Unnecessary header_up X-Forwarded-Host") }) {
+		t.Fatalf("adapting a line Caddy warns about: %v, warnings %q", err, all)
 	}
 }
 
