@@ -48,12 +48,14 @@ const (
 func (f forwarding) lines(host string) string {
 	switch f {
 	case forwardQGIS:
-		return "reverse_proxy " + host + " {\n\theader_up X-Forwarded-Host {hostport}\n}"
+		// Caddy's own X-Forwarded-Host has the port; a client's QGIS
+		// address headers are taken out.
+		return "reverse_proxy " + host + " {\n\theader_up -X-Qgis-*\n\theader_up -Forwarded\n}"
 	case forwardQGISServiceURL:
-		return "reverse_proxy " + host + " {\n\theader_up X-Qgis-Service-Url {scheme}://{hostport}{http.request.orig_uri.path}\n}"
+		return "request_header -X-Qgis-*\nreverse_proxy " + host + " {\n\theader_up X-Qgis-Service-Url {scheme}://{hostport}{http.request.orig_uri.path}\n}"
 	}
 	return "map {http.request.scheme}:{http.request.port} {forwarded_port} {\n\thttp: 80\n\thttps: 443\n\tdefault {http.request.port}\n}\n" +
-		"reverse_proxy " + host + " {\n\theader_up X-Forwarded-Host {host}\n\theader_up X-Forwarded-Port {forwarded_port}\n}"
+		"reverse_proxy " + host + " {\n\theader_up X-Forwarded-Host \":[0-9]+$\" \"\"\n\theader_up X-Forwarded-Port {forwarded_port}\n}"
 }
 
 func (s siteConfig) String() string {
