@@ -227,6 +227,19 @@ func procMetric(t *testing.T, name string) float64 {
 	return sum
 }
 
+// storedSoFar is how many tiles a store has taken in, as rest/usage.json
+// shows it: the tiles it holds and the ones evicted (a seed writes no tile
+// twice), so it only grows.
+func storedSoFar(u usageDoc) int64 {
+	n := u.Tiles
+	for _, l := range u.Layers {
+		if l.Evicted != nil {
+			n += l.Evicted.Tiles
+		}
+	}
+	return n
+}
+
 func within(got, want int64, share float64) bool {
 	d := got - want
 	if d < 0 {
@@ -280,7 +293,6 @@ func TestQuotaSurvivesKills(t *testing.T) {
 			t.Fatalf("round %d: the restarted Caddy reports %d tiles, %d bytes; the store as the kill left it holds %d, %d",
 				round, u.Tiles, u.Bytes, last.tiles, last.bytes)
 		}
-		answered := n.answered.Load()
 		n.delay.Store(0)
 		if !procTasksActive(t) {
 			if a := procREST(t, "POST", "/rest/seed/test:a.json", seedBody); a.status != 200 {
@@ -288,10 +300,13 @@ func TestQuotaSurvivesKills(t *testing.T) {
 			}
 		}
 		// The seed moves in every round, however slow the machine: the
-		// kill comes at a random moment after the upstream has answered
-		// two more metatiles (a fixed time made no progress at all in
-		// rounds beside CPU hogs, and eviction ran in none of 36).
-		waitFor(t, "the seed fetching", func() bool { return n.answered.Load() >= answered+2 })
+		// kill comes at a random moment after this Caddy has stored three
+		// more metatiles. A fixed time, or even two more GetMaps answered,
+		// stored nothing in most rounds beside CPU hogs (slicing a
+		// metatile took longer than the round), and eviction ran in none
+		// or one of 36.
+		from := storedSoFar(u)
+		waitFor(t, "three more metatiles stored", func() bool { return storedSoFar(procUsage(t)) >= from+3*16 })
 		time.Sleep(time.Duration(rng.IntN(1301)) * time.Millisecond)
 		p.stop(t, syscall.SIGKILL)
 		kills++
