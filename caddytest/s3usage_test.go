@@ -58,8 +58,16 @@ func TestS3UsageFromTheQuota(t *testing.T) {
 	if !u.Estimate || u.Quota == nil || u.Quota.MaxSize != 1<<30 || len(u.Layers) != 1 || u.Layers[0].Name != "test:a" {
 		t.Fatalf("usage.json: %+v", u)
 	}
-	if l := u.Layers[0]; l.Bytes != total || u.Bytes != total {
-		t.Fatalf("right after the seed: layer %d bytes, document %d, bucket %d", l.Bytes, u.Bytes, total)
+	// Exact unless a refresh listing (every 3 s here) came during the seed,
+	// as on a busy machine where the seed takes longer: PUTs made within
+	// the clock margin of a listing's start then count twice, and the
+	// figure may only be high, never low (docs/quota.md).
+	listedDuring := false
+	if at, err := time.Parse(time.RFC3339, u.ListedAt); err == nil && !at.Before(start) {
+		listedDuring = true
+	}
+	if l := u.Layers[0]; l.Bytes != u.Bytes || !listedDuring && l.Bytes != total || l.Bytes < total {
+		t.Fatalf("right after the seed: layer %d bytes, document %d, bucket %d (a listing during the seed: %v)", l.Bytes, u.Bytes, total, listedDuring)
 	}
 	// A hit is a use: two seconds after every PUT, so that no object's
 	// Last-Modified can stand for it (uses are stamped by a clock that

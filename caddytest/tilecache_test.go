@@ -221,11 +221,13 @@ func TestNonTileRequestsPassThroughUntouched(t *testing.T) {
 
 func TestUpstreamFailuresAnswer502AndCacheNothing(t *testing.T) {
 	f := newFakeWMS(t)
-	load(t, fakeConfig(t, f, storageDir(t), ""))
+	// An upstream timeout of its own, short enough for the slow mode to
+	// pass it and long enough for a good answer beside CPU hogs.
+	load(t, strings.Replace(fakeConfig(t, f, storageDir(t), ""), "timeout 30s", "timeout 3s", 1))
 	for i, mode := range []string{"500", "exception", "text", "slow"} {
 		delay := time.Duration(0)
 		if mode == "slow" {
-			delay = 3 * time.Second // the config's timeout is 1s
+			delay = 20 * time.Second // far past the timeout
 		}
 		f.set(mode, delay)
 		u := siteURL(tileQuery("test:a", "EPSG:4326", gridset.Index{X: int64(4 * i), Y: 1, Z: 3}))
