@@ -268,9 +268,8 @@ func (e *Evictor) Enforce() (Pass, error) {
 	// such a start while usage is under the quota, so without this the
 	// garbage would stay for good (ten kills left 15× the quota on disk).
 	// The first check comes ReclaimEvery after the start, not at once: a
-	// reclaim holds writes through a memtable flush, and the store has just
-	// been opened (a test killing Caddy every second or two saw no tile
-	// stored after any restart while every start began with one).
+	// reclaim holds writes through a memtable flush, and a store just
+	// opened has its first misses and resumed seeds to store.
 	byDisk := false
 	if !e.unreclaimed && cfg.MaxSize > 0 && e.now().Sub(e.lastReclaim) >= e.diskWait && e.st.DiskSize() > cfg.MaxSize {
 		e.unreclaimed, byDisk = true, true
