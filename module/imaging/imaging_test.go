@@ -118,6 +118,10 @@ func TestParseFormat(t *testing.T) {
 		{"image/jpeg", "image/jpeg", "jpeg"},
 		{"Image/JPEG", "image/jpeg", "jpeg"},
 		{"image/jpg", "image/jpeg", "jpeg"},
+		{"image/png8", "image/png8", "png8"},
+		{"image/vnd.jpeg-png", "image/vnd.jpeg-png", "jpeg-png"},
+		{"IMAGE/VND.JPEG-PNG8", "image/vnd.jpeg-png8", "jpeg-png8"},
+		{"image/webp", "image/webp", "webp"},
 	} {
 		f, err := ParseFormat(tc.in)
 		if err != nil {
@@ -128,8 +132,8 @@ func TestParseFormat(t *testing.T) {
 			t.Errorf("ParseFormat(%q) = %q (.%s), want %q (.%s)", tc.in, f.MIME, f.Extension(), tc.mime, tc.ext)
 		}
 	}
-	for _, in := range []string{"", "image/gif", "image/png8", "image/jpeg; quality=90", "text/xml",
-		"application/vnd.ogc.se_xml", "png", "image/webp", "image/pngx"} {
+	for _, in := range []string{"", "image/gif", "image/png8; colors=64", "image/jpeg; quality=90", "text/xml",
+		"application/vnd.ogc.se_xml", "png", "image/webp; quality=80", "image/pngx", "image/png 8"} {
 		if f, err := ParseFormat(in); err == nil {
 			t.Errorf("ParseFormat(%q) = %v, want error", in, f)
 		}
