@@ -39,15 +39,15 @@ type Options struct {
 	// Quality of JPEG tiles (image/jpeg and the JPEG tiles of the mixed
 	// formats) and of lossy WebP, 1..100. 0: the encoder's JPEG quality;
 	// WebP without a quality is lossless.
-	Quality int
+	Quality int `json:"quality,omitempty"`
 	// Colors is the palette size of 8-bit tiles (image/png8 and the PNG
 	// tiles of image/vnd.jpeg-png8), 2..256, 0 meaning 256. On image/webp
 	// it asks for the quantized image encoded losslessly; 0 there means
 	// not quantized.
-	Colors int
+	Colors int `json:"colors,omitempty"`
 	// Dither diffuses the quantizing error; off by default, because on
 	// rendered maps it turns flat fills into noise that costs bytes.
-	Dither bool
+	Dither bool `json:"dither,omitempty"`
 }
 
 // ParseFormat accepts the names in Names (case-insensitive; "image/jpg"

@@ -90,6 +90,11 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //			upstream_layers <name>...
 //			upstream_format <FORMAT>   # what metatiles are requested in; default the tile's format
 //			formats <mime>...
+//			format <mime> {            # encoding options of one of the formats
+//				quality <1-100>
+//				colors <2-256>
+//				dither
+//			}
 //			gridsets <name>...
 //			extent <minlon> <minlat> <maxlon> <maxlat>
 //			gridset_extent <gridset> <minx> <miny> <maxx> <maxy>
@@ -326,6 +331,18 @@ func parseLayer(d *caddyfile.Dispenser) (LayerConfig, error) {
 			var args []string
 			args, err = listArgs(d)
 			l.Formats = append(l.Formats, args...)
+		case "format":
+			var name string
+			var o imaging.Options
+			if name, o, err = parseFormatOptions(d); err == nil {
+				if _, dup := l.FormatOptions[name]; dup {
+					return l, d.Errf("format %s: options given twice", name)
+				}
+				if l.FormatOptions == nil {
+					l.FormatOptions = map[string]imaging.Options{}
+				}
+				l.FormatOptions[name] = o
+			}
 		case "gridsets":
 			var args []string
 			args, err = listArgs(d)
@@ -733,6 +750,39 @@ func floatList(d *caddyfile.Dispenser) ([]float64, error) {
 }
 
 // listArgs reads one or more arguments.
+// parseFormatOptions reads `format <mime> { quality <n>; colors <n>; dither }`.
+// The values are checked when the layer is compiled, against the format.
+func parseFormatOptions(d *caddyfile.Dispenser) (string, imaging.Options, error) {
+	var o imaging.Options
+	if !d.NextArg() {
+		return "", o, d.ArgErr()
+	}
+	name := d.Val()
+	if d.NextArg() {
+		return "", o, d.ArgErr()
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		var err error
+		switch d.Val() {
+		case "quality":
+			err = intArgs(d, &o.Quality)
+		case "colors":
+			err = intArgs(d, &o.Colors)
+		case "dither":
+			if d.NextArg() {
+				return "", o, d.ArgErr()
+			}
+			o.Dither = true
+		default:
+			return "", o, d.Errf("format %s: unknown option %q (quality, colors, dither)", name, d.Val())
+		}
+		if err != nil {
+			return "", o, err
+		}
+	}
+	return name, o, nil
+}
+
 func listArgs(d *caddyfile.Dispenser) ([]string, error) {
 	args := d.RemainingArgs()
 	if len(args) == 0 {

@@ -119,6 +119,12 @@ type LayerConfig struct {
 	UpstreamLayers []string `json:"upstream_layers,omitempty"`
 	// Formats the layer is cached in; the first is the default. Default: image/png, image/jpeg.
 	Formats []string `json:"formats,omitempty"`
+	// FormatOptions tune the encoding of some of the layer's formats, by
+	// format name as in Formats: quality (JPEG, the JPEG tiles of the
+	// mixed formats, lossy WebP), colors and dither (image/png8,
+	// image/vnd.jpeg-png8; on image/webp, quantized then lossless).
+	// docs/formats.md lists them.
+	FormatOptions map[string]imaging.Options `json:"format_options,omitempty"`
 	// Gridsets by name (built-in EPSG:4326 and EPSG:900913, or one of the
 	// cache's custom gridsets). Default: both built-ins.
 	Gridsets []string `json:"gridsets,omitempty"`
@@ -146,7 +152,9 @@ type LayerConfig struct {
 	// ServerExpiry: a stored tile older than this is fetched again; 0 keeps tiles forever.
 	ServerExpiry caddy.Duration `json:"server_expiry,omitempty"`
 	// UpstreamFormat is the FORMAT the layer's metatiles are requested in,
-	// whatever format the tiles are cached in; default: the tile's own.
+	// whatever format the tiles are cached in; default: the tile's own for
+	// image/png and image/jpeg, image/png for the formats encoded here
+	// (image/png8, the mixed ones, image/webp).
 	// The answer must be PNG or JPEG. An uncompressed PNG output format
 	// of the upstream (MapServer: AGG/PNG with FORMATOPTION
 	// "COMPRESSION=0") spares it the zlib work, which is most of a

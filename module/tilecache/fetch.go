@@ -668,7 +668,9 @@ func (f *fetcher) getMapURL(m *MetaRequest) string {
 	if m.Layer.upstreamFormat != "" {
 		set("FORMAT", m.Layer.upstreamFormat)
 	} else {
-		set("FORMAT", m.Format.MIME)
+		// The tile's format, or for formats encoded here (png8, the mixed
+		// ones, WebP) lossless PNG.
+		set("FORMAT", m.Format.UpstreamMIME())
 	}
 	if m.Format.Transparency() {
 		set("TRANSPARENT", strings.ToUpper(strconv.FormatBool(m.Layer.transparent)))

@@ -2,6 +2,7 @@ package tilecache
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -113,12 +114,23 @@ func compileLayer(c *LayerConfig, grids map[string]*gridset.Gridset, jpegQuality
 	if len(formats) == 0 {
 		formats = []string{"image/png", "image/jpeg"}
 	}
+	for name := range c.FormatOptions {
+		if !slices.Contains(formats, name) {
+			return fail("format options name format %q, which the layer is not cached in (formats %s)", name, strings.Join(formats, " "))
+		}
+	}
 	for _, name := range formats {
 		f, err := imaging.ParseFormat(name)
 		if err != nil {
 			return fail("%v", err)
 		}
-		l.Formats = append(l.Formats, Format{Format: f, Name: name, contentType: []string{f.MIME}})
+		if l.formatByName(name) != nil {
+			return fail("format %q is listed twice", name)
+		}
+		if f, err = f.WithOptions(c.FormatOptions[name]); err != nil {
+			return fail("%v", err)
+		}
+		l.Formats = append(l.Formats, Format{Format: f, Name: name, contentType: []string{f.ContentType(nil)}})
 	}
 	var err error
 	if l.Params, err = params.New(c.Parameters); err != nil {
@@ -189,12 +201,36 @@ func compileLayer(c *LayerConfig, grids map[string]*gridset.Gridset, jpegQuality
 
 // Format returns the layer's format named name (as clients send FORMAT).
 func (l *Layer) Format(name string) (*Format, bool) {
+	f := l.formatByName(name)
+	return f, f != nil
+}
+
+func (l *Layer) formatByName(name string) *Format {
 	for i := range l.Formats {
 		if strings.EqualFold(l.Formats[i].Name, name) {
-			return &l.Formats[i], true
+			return &l.Formats[i]
 		}
 	}
-	return nil, false
+	return nil
+}
+
+// The Content-Type values of a mixed format's tiles, allocated once.
+var (
+	jpegContentType = []string{"image/jpeg"}
+	pngContentType  = []string{"image/png"}
+)
+
+// contentTypeOf is the Content-Type header of a stored tile: the format's
+// own, or for the mixed JPEG/PNG formats the tile's (each tile keeps and
+// answers its type, as GeoWebCache's do).
+func (f *Format) contentTypeOf(tile []byte) []string {
+	if !f.Mixed() {
+		return f.contentType
+	}
+	if f.ContentType(tile) == "image/jpeg" {
+		return jpegContentType
+	}
+	return pngContentType
 }
 
 // Grid returns the layer's use of the gridset named name.

@@ -65,7 +65,7 @@ func writeTile(w http.ResponseWriter, r *http.Request, tr *tileRequest, t store.
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
-	h["Content-Type"] = tr.format.contentType
+	h["Content-Type"] = tr.format.contentTypeOf(t.Data)
 	h["Content-Length"] = v[3:4:4]
 	w.WriteHeader(http.StatusOK)
 	if r.Method != http.MethodHead {
