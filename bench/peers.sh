@@ -32,6 +32,11 @@
 # time (bench/hitlat, a new connection each) idle and while a 2-thread seed
 # of the other layer runs beside it.
 #
+# The other tile formats (8-bit PNG, mixed JPEG/PNG, WebP) against
+# MapCache's quantized PNG and MIXED, in this same setting plus a
+# transparent layer: bench/formats.sh, a run of its own so that this one
+# does not get longer.
+#
 # Environment: ROUNDS [3] MAXZ [5] LAYERS ["test:polygons test:relief test:mosaic"]
 #   HITS [300] hits per latency measurement (0: skip that part)
 #   UPFORMAT [image/png] the FORMAT every tool asks MapServer for a layer's
