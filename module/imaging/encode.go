@@ -19,15 +19,21 @@ type Encoder struct {
 	PNG         PNGCompression // the zero value is PNGDefault
 }
 
-// Encode appends the encoded tile to dst. On error dst is left as it was.
-// Tiles may be sub-images with any origin.
+// Encode appends the tile, encoded in format f, to dst. On error dst is
+// left as it was. Tiles may be sub-images with any origin.
 //
-// PNG is lossless: a tile of one colour is written with 1 bit per pixel
-// (and encoded once per colour and size), a tile of at most 256 distinct
-// colours is written paletted with exactly those colours (a paletted
-// tile's palette trimmed to the colours it uses), an opaque tile carries
-// no alpha channel, and rows are filtered as e.PNG chooses. JPEG: alpha is
-// flattened onto white.
+// image/png is lossless: a tile of one colour is written with 1 bit per
+// pixel (and encoded once per colour and size), a tile of at most 256
+// distinct colours is written paletted with exactly those colours (a
+// paletted tile's palette trimmed to the colours it uses), an opaque tile
+// carries no alpha channel, and rows are filtered as e.PNG chooses.
+// image/png8 is the tile quantized to f.Colors (quantize.go; exact when
+// the tile has no more colours), written by the same PNG writer. JPEG:
+// alpha is flattened onto white. The mixed formats write a fully opaque
+// tile as JPEG and any other as PNG (vnd.jpeg-png) or PNG8
+// (vnd.jpeg-png8); a tile of one colour is PNG in both, which is exact and
+// a tenth of a JPEG's bytes. image/webp is lossless, lossy at f.Quality, or
+// the quantized tile losslessly with f.Colors.
 func (e *Encoder) Encode(dst *bytes.Buffer, tile image.Image, f Format) error {
 	if dst == nil || tile == nil {
 		return errors.New("imaging: encode: nil buffer or tile")
@@ -35,31 +41,55 @@ func (e *Encoder) Encode(dst *bytes.Buffer, tile image.Image, f Format) error {
 	if tile.Bounds().Empty() {
 		return fmt.Errorf("imaging: encode: empty tile %v", tile.Bounds())
 	}
+	var c PNGCompression
+	jq := f.Quality
+	if e != nil {
+		c = e.PNG
+		if jq == 0 {
+			jq = e.JPEGQuality
+		}
+	}
+	if jq == 0 {
+		jq = defaultJPEGQuality
+	}
+	if jq < 1 || jq > 100 {
+		// Only JPEG tiles use it; other formats encode whatever it is.
+		if f.MIME == mimeJPEG || f.Mixed() {
+			return fmt.Errorf("imaging: encode: JPEG quality %d outside 1..100", jq)
+		}
+	}
+	colors := f.Colors
+	if colors == 0 {
+		colors = 256
+	}
+	set, err := pngSettingsOf(c)
+	if err != nil {
+		return err
+	}
 	start := dst.Len()
-	var err error
 	switch f.MIME {
 	case mimePNG:
-		var c PNGCompression
-		if e != nil {
-			c = e.PNG
-		}
-		set, serr := pngSettingsOf(c)
-		if serr != nil {
-			return serr
-		}
 		err = encodePNG(dst, tile, set)
+	case mimePNG8:
+		err = encodePNG(dst, quantize(tile, colors, f.Dither), set)
 	case mimeJPEG:
-		q := 0
-		if e != nil {
-			q = e.JPEGQuality
+		err = encodeJPEG(dst, tile, jq)
+	case mimeJPEGPNG, mimeJPEGPNG8:
+		switch {
+		case opaque(tile) && !uniform(tile):
+			err = encodeJPEG(dst, tile, jq)
+		case f.MIME == mimeJPEGPNG:
+			err = encodePNG(dst, tile, set)
+		default:
+			err = encodePNG(dst, quantize(tile, colors, f.Dither), set)
 		}
-		if q == 0 {
-			q = defaultJPEGQuality
+	case mimeWebP:
+		switch {
+		case f.Colors != 0:
+			err = encodeWebP(dst, quantize(tile, f.Colors, f.Dither), 0)
+		default:
+			err = encodeWebP(dst, tile, f.Quality)
 		}
-		if q < 1 || q > 100 {
-			return fmt.Errorf("imaging: encode: JPEG quality %d outside 1..100", q)
-		}
-		err = encodeJPEG(dst, tile, q)
 	default:
 		return fmt.Errorf("imaging: encode: unsupported format %q", f.MIME)
 	}
@@ -68,6 +98,59 @@ func (e *Encoder) Encode(dst *bytes.Buffer, tile image.Image, f Format) error {
 		return fmt.Errorf("imaging: encode %s: %w", f.MIME, err)
 	}
 	return nil
+}
+
+// opaque reports whether every pixel of m is fully opaque, which is when
+// a mixed format may write it as JPEG without losing its edges.
+func opaque(m image.Image) bool {
+	if o, ok := m.(interface{ Opaque() bool }); ok {
+		return o.Opaque()
+	}
+	b := m.Bounds()
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			if _, _, _, a := m.At(x, y).RGBA(); a != 0xffff {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// uniform reports whether all of m's pixels are the same colour (open sea,
+// a land fill): such a tile is smaller as a 1-bit PNG than as any JPEG.
+func uniform(m image.Image) bool {
+	var pix []byte
+	var stride int
+	b := m.Bounds()
+	switch t := m.(type) {
+	case *image.NRGBA:
+		pix, stride = t.Pix[t.PixOffset(b.Min.X, b.Min.Y):], t.Stride
+	case *image.RGBA:
+		pix, stride = t.Pix[t.PixOffset(b.Min.X, b.Min.Y):], t.Stride
+	default:
+		first := m.At(b.Min.X, b.Min.Y)
+		r0, g0, b0, a0 := first.RGBA()
+		for y := b.Min.Y; y < b.Max.Y; y++ {
+			for x := b.Min.X; x < b.Max.X; x++ {
+				if r, g, bl, a := m.At(x, y).RGBA(); r != r0 || g != g0 || bl != b0 || a != a0 {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	w := 4 * b.Dx()
+	first := pix[:4]
+	for y := range b.Dy() {
+		row := pix[y*stride : y*stride+w]
+		for x := 0; x < w; x += 4 {
+			if row[x] != first[0] || row[x+1] != first[1] || row[x+2] != first[2] || row[x+3] != first[3] {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // jpegWriter lets jpeg.Encode write straight into the buffer: without a

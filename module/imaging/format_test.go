@@ -1,6 +1,11 @@
 package imaging
 
 import (
+	"bytes"
+	"image"
+	"image/color"
+	_ "image/jpeg"
+	_ "image/png"
 	"strings"
 	"testing"
 )
@@ -75,6 +80,49 @@ func TestFormatContentTypeAndUpstream(t *testing.T) {
 		}
 		if f.Transparency() != tc.alpha {
 			t.Errorf("%s transparency %v", tc.mime, f.Transparency())
+		}
+	}
+}
+
+// The mixed formats: JPEG for a fully opaque tile of many colours, PNG
+// (lossless or 8-bit) once one pixel is not opaque, and PNG for a tile of
+// one colour, opaque or not.
+func TestEncodeMixedChoosesPerTile(t *testing.T) {
+	picture := image.NewNRGBA(image.Rect(0, 0, 64, 64))
+	for y := range 64 {
+		for x := range 64 {
+			picture.SetNRGBA(x, y, color.NRGBA{R: uint8(4 * x), G: uint8(4 * y), B: uint8(x ^ y), A: 255})
+		}
+	}
+	edge := image.NewNRGBA(picture.Rect)
+	copy(edge.Pix, picture.Pix)
+	edge.SetNRGBA(63, 63, color.NRGBA{R: 1, G: 2, B: 3, A: 254})
+	sea := image.NewNRGBA(picture.Rect)
+	for i := range sea.Pix {
+		sea.Pix[i] = []byte{30, 90, 200, 255}[i%4]
+	}
+	for _, mime := range []string{"image/vnd.jpeg-png", "image/vnd.jpeg-png8"} {
+		f, _ := ParseFormat(mime)
+		for _, tc := range []struct {
+			name string
+			m    image.Image
+			want string
+		}{
+			{"opaque picture", picture, "image/jpeg"},
+			{"one translucent pixel", edge, "image/png"},
+			{"opaque sea", sea, "image/png"},
+			{"opaque picture as a sub-image", picture.SubImage(image.Rect(8, 8, 40, 40)), "image/jpeg"},
+		} {
+			var b bytes.Buffer
+			if err := (&Encoder{}).Encode(&b, tc.m, f); err != nil {
+				t.Fatal(err)
+			}
+			if got := f.ContentType(b.Bytes()); got != tc.want {
+				t.Errorf("%s %s: %s, want %s", mime, tc.name, got, tc.want)
+			}
+			if _, format, err := image.Decode(bytes.NewReader(b.Bytes())); err != nil || "image/"+format != tc.want {
+				t.Errorf("%s %s: decodes as %q: %v", mime, tc.name, format, err)
+			}
 		}
 	}
 }

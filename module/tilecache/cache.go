@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/tilecache/caddy-tilecache/module/cluster"
+	"github.com/tilecache/caddy-tilecache/module/imaging"
 	"github.com/tilecache/caddy-tilecache/module/gridset"
 	"github.com/tilecache/caddy-tilecache/module/quota"
 	"github.com/tilecache/caddy-tilecache/module/quota/s3quota"
@@ -222,8 +223,27 @@ func (c *Cache) open(log *zap.Logger, st store.Store, storage certmagic.Storage)
 		node:        c.node,
 		log:         c.failLog, // sampled: a store outage fails every miss
 	})
+	c.warmEncoders()
 	c.refs.Store(1)
 	return nil
+}
+
+// warmEncoders compiles the WebP encoder in the background when a layer
+// has WebP tiles, so that the first tile does not wait about a second for
+// it; a cache without WebP never pays it.
+func (c *Cache) warmEncoders() {
+	for _, l := range c.layers {
+		for _, f := range l.Formats {
+			if f.MIME == "image/webp" {
+				go func() {
+					if err := imaging.WarmWebP(); err != nil {
+						c.log.Error("the WebP encoder did not compile: WebP tiles will fail", zap.Error(err))
+					}
+				}()
+				return
+			}
+		}
+	}
 }
 
 // openStore opens the configured storage: the Badger directory, or an S3

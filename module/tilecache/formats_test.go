@@ -1,11 +1,14 @@
 package tilecache
 
 import (
+	"encoding/xml"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/tilecache/caddy-tilecache/module/imaging"
+	"github.com/tilecache/caddy-tilecache/module/ogc"
 )
 
 // The format block of a layer: options by format name, in the Caddyfile
@@ -116,5 +119,69 @@ func TestFormatOptionsErrors(t *testing.T) {
 				t.Fatalf("error %v, want one line saying %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// Every format is reachable by every protocol: WMTS lists it with its
+// ResourceURL, and REST, KVP, TMS and XYZ route its file extension to it.
+func TestEveryFormatInEveryProtocol(t *testing.T) {
+	cfg := testConfig()
+	all := imaging.Names
+	cfg.Layers[0].Formats = all
+	s := servicesOf(t, compileTest(t, cfg), &ServicesConfig{WMTS: "/wmts", TMS: "/tms/", XYZ: "/xyz"})
+	base := "http://h/wmts"
+	d := readCaps(t, s.wmtsCapabilities(base))
+	a := d.Layers[0]
+	if !reflect.DeepEqual(a.Formats, all) {
+		t.Errorf("WMTS formats %q, want %q", a.Formats, all)
+	}
+	exts := map[string]string{"image/png": "png", "image/png8": "png8", "image/jpeg": "jpeg",
+		"image/vnd.jpeg-png": "jpeg-png", "image/vnd.jpeg-png8": "jpeg-png8", "image/webp": "webp"}
+	var urls []string
+	for _, r := range a.Resources {
+		urls = append(urls, r.Format+" "+r.Template)
+	}
+	for _, f := range all {
+		want := f + " " + base + "/1.0.0/test:a/{Style}/{TileMatrixSet}/{TileMatrix}/{TileRow}/{TileCol}." + exts[f]
+		if !slices.Contains(urls, want) {
+			t.Errorf("no ResourceURL %q in %q", want, urls)
+		}
+		ext := exts[f]
+		for _, path := range []string{
+			"/wmts/1.0.0/test:a/default/EPSG:4326/EPSG:4326:2/1/5." + ext,
+			"/tms/1.0.0/test:a@EPSG:4326@" + ext + "/2/5/2." + ext,
+			"/xyz/test:a/EPSG:4326/2/5/1." + ext,
+		} {
+			r := wmtsReq(path)
+			var tr tileRequest
+			var e *svcError
+			switch {
+			case strings.HasPrefix(path, "/wmts"):
+				tr, _, e = s.routeWMTS(r, pathSegments(r, "/wmts"))
+			case strings.HasPrefix(path, "/tms"):
+				var a tmsAnswer
+				a, e = s.routeTMS(r, pathSegments(r, "/tms"))
+				tr = a.tile
+			default:
+				tr, e = s.routeXYZ(r, pathSegments(r, "/xyz"))
+			}
+			if e != nil || tr.format == nil || tr.format.Name != f {
+				t.Errorf("%s: %v, format %v, want %s", path, e, tr.format, f)
+			}
+		}
+		tr, _, e := s.routeKVP("SERVICE=WMTS&REQUEST=GetTile&VERSION=1.0.0&LAYER=test:a&STYLE=default&TILEMATRIXSET=EPSG:4326&TILEMATRIX=EPSG:4326:2&TILEROW=1&TILECOL=5&FORMAT=" + f)
+		if e != nil || tr.format == nil || tr.format.Name != f {
+			t.Errorf("KVP %s: %v", f, e)
+		}
+		b, err := ogc.Marshal(s.tmsTileMap("http://h/tms", s.cache.layers["test:a"], s.cache.layers["test:a"].Grids[0], tr.format))
+		var tm struct {
+			TileFormat struct {
+				MIME      string `xml:"mime-type,attr"`
+				Extension string `xml:"extension,attr"`
+			}
+		}
+		if err != nil || xml.Unmarshal(b, &tm) != nil || tm.TileFormat.MIME != f || tm.TileFormat.Extension != ext {
+			t.Errorf("TMS tile map of %s: %+v (%v)", f, tm.TileFormat, err)
+		}
 	}
 }
