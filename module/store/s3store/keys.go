@@ -29,6 +29,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tilecache/caddy-tilecache/module/imaging"
 	"github.com/tilecache/caddy-tilecache/module/store"
 )
 
@@ -60,7 +61,15 @@ func formatName(seg string) (string, error) {
 }
 
 // extension of a tile object: what a static server needs for the type.
+// extension is a tile object's file extension: the format's, as TMS and
+// XYZ URLs have it (png, png8, jpeg, jpeg-png, jpeg-png8, webp), so that a
+// static server or CDN in front of the bucket finds the same names. The
+// names the plugin accepted before it had more formats keep their
+// extension: anything PNG is png, anything JPEG jpeg.
 func extension(format string) string {
+	if f, err := imaging.ParseFormat(format); err == nil {
+		return f.Extension()
+	}
 	if strings.Contains(strings.ToLower(format), "jpeg") || strings.Contains(strings.ToLower(format), "jpg") {
 		return "jpeg"
 	}

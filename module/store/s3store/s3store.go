@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tilecache/caddy-tilecache/module/gridset"
+	"github.com/tilecache/caddy-tilecache/module/imaging"
 	"github.com/tilecache/caddy-tilecache/module/store"
 )
 
@@ -334,7 +335,7 @@ func (s *Store) Put(entries []store.Entry, at time.Time) error {
 				etag := strconv.FormatUint(store.ETagOf(e.Data), 16)
 				_, err := s.client.PutObject(ctx, s.cfg.Bucket, s.tileKey(&e.Key, gen), bytes.NewReader(e.Data),
 					int64(len(e.Data)), minio.PutObjectOptions{
-						ContentType:  contentType(e.Key.Format),
+						ContentType:  contentType(e.Key.Format, e.Data),
 						UserMetadata: map[string]string{metaStored: stamp, metaETag: etag},
 						// Tiles are small: one request each, no multipart.
 						DisableMultipart: true, SendContentMd5: false,
@@ -349,9 +350,11 @@ func (s *Store) Put(entries []store.Entry, at time.Time) error {
 	return g.Wait()
 }
 
-func contentType(format string) string {
-	if extension(format) == "jpeg" {
-		return "image/jpeg"
+// contentType is a tile object's Content-Type: the one a hit answers
+// (image/png for 8-bit PNG, the tile's own for the mixed formats).
+func contentType(format string, tile []byte) string {
+	if f, err := imaging.ParseFormat(format); err == nil {
+		return f.ContentType(tile)
 	}
 	return "image/png"
 }
