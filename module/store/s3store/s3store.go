@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -333,13 +334,16 @@ func (s *Store) Put(entries []store.Entry, at time.Time) error {
 		s.spawn(&g, func() error {
 			return s.call("put", func(ctx context.Context) error {
 				etag := strconv.FormatUint(store.ETagOf(e.Data), 16)
-				_, err := s.client.PutObject(ctx, s.cfg.Bucket, s.tileKey(&e.Key, gen), bytes.NewReader(e.Data),
-					int64(len(e.Data)), minio.PutObjectOptions{
-						ContentType:  contentType(e.Key.Format, e.Data),
-						UserMetadata: map[string]string{metaStored: stamp, metaETag: etag},
-						// Tiles are small: one request each, no multipart.
-						DisableMultipart: true, SendContentMd5: false,
-					})
+				err := s.retryTransport(ctx, "put", func() error {
+					_, err := s.client.PutObject(ctx, s.cfg.Bucket, s.tileKey(&e.Key, gen), bytes.NewReader(e.Data),
+						int64(len(e.Data)), minio.PutObjectOptions{
+							ContentType:  contentType(e.Key.Format, e.Data),
+							UserMetadata: map[string]string{metaStored: stamp, metaETag: etag},
+							// Tiles are small: one request each, no multipart.
+							DisableMultipart: true, SendContentMd5: false,
+						})
+					return err
+				})
 				if err == nil {
 					s.countPut(e.Key.Layer, len(e.Data))
 				}
@@ -348,6 +352,60 @@ func (s *Store) Put(entries []store.Entry, at time.Time) error {
 		})
 	}
 	return g.Wait()
+}
+
+// Transport faults of an idempotent request are tried again at once.
+// minio-go's own retries (Options.MaxRetries) are left off: they also
+// repeat HTTP answers (5xx, 429, SlowDown) and refused connections, with
+// up to a second of backoff each, where the store's breaker must see the
+// failure at once.
+var (
+	// transportRetries is how many times a request that met a transport
+	// fault is sent again (within the call's own timeout).
+	transportRetries = 2
+	// transportRetryWait is the pause before each retry.
+	transportRetryWait = 20 * time.Millisecond
+)
+
+// retryTransport runs one idempotent request (a PUT of a whole tile
+// object: sent again, it writes the same object) and sends it again when
+// it failed in the transport after the connection was made: a broken
+// pipe, a connection reset or a connection closed before the answer, as
+// when S3 or a load balancer closes a kept-alive connection the request
+// went out on. Anything else, an HTTP error answer above all, is returned
+// as it is. Without this a seed's metatile whose store met one such fault
+// was rendered again by the upstream.
+func (s *Store) retryTransport(ctx context.Context, op string, fn func() error) error {
+	err := fn()
+	for i := 0; i < transportRetries && err != nil && transportFault(err) && ctx.Err() == nil; i++ {
+		s.log.Debug("S3 request met a transport fault; sending it again", zap.String("op", op), zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(transportRetryWait):
+		}
+		err = fn()
+	}
+	return err
+}
+
+// transportFault tells a request lost on its way (the connection broke
+// after it was made) from an answer of S3 and from an endpoint that does
+// not answer (refused, timed out, unknown host), which the breaker is
+// for.
+func transportFault(err error) bool {
+	if minio.ToErrorResponse(err).StatusCode != 0 {
+		return false // S3 answered
+	}
+	switch {
+	case errors.Is(err, syscall.EPIPE), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNABORTED),
+		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return true
+	}
+	// minio-go replaces an EOF of net/http by this message.
+	msg := err.Error()
+	return strings.Contains(msg, "Connection closed by foreign host") ||
+		strings.Contains(msg, "server closed idle connection")
 }
 
 // contentType is a tile object's Content-Type: the one a hit answers

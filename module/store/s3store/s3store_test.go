@@ -5,13 +5,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/minio/minio-go/v7"
+	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/zap"
 
 	"github.com/tilecache/caddy-tilecache/module/gridset"
@@ -399,5 +405,146 @@ func TestGetGivesUpWithItsCaller(t *testing.T) {
 	m.Resume()
 	if tile, err := s.Get(context.Background(), k, nil); err != nil || string(tile.Data) != "tile" {
 		t.Fatalf("after callers gave up on a hanging S3: %q, %v (the breaker counted them as failures?)", tile.Data, err)
+	}
+}
+
+// faultyPuts is a transport that fails the first `fail` attempts of PUTs
+// of tile objects (keys under cache/) with fault, or answers them with
+// status when fault is nil, and counts every attempt.
+type faultyPuts struct {
+	rt       http.RoundTripper
+	fail     int
+	fault    error
+	status   int
+	mu       sync.Mutex
+	attempts int
+}
+
+func (f *faultyPuts) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodPut || !strings.Contains(req.URL.Path, "/cache/") {
+		return f.rt.RoundTrip(req)
+	}
+	f.mu.Lock()
+	f.attempts++
+	failing := f.attempts <= f.fail
+	f.mu.Unlock()
+	if !failing {
+		return f.rt.RoundTrip(req)
+	}
+	// Part of the body went out before the connection broke.
+	if req.Body != nil {
+		io.CopyN(io.Discard, req.Body, 3)
+		req.Body.Close()
+	}
+	if f.fault != nil {
+		return nil, f.fault
+	}
+	return &http.Response{StatusCode: f.status, Status: http.StatusText(f.status), Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{"Content-Type": {"application/xml"}}, Request: req,
+		Body: io.NopCloser(strings.NewReader(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>InternalError</Code>` +
+			`<Message>We encountered an internal error, please try again.</Message></Error>`))}, nil
+}
+
+func (f *faultyPuts) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.attempts
+}
+
+// openFaulty opens a store whose PUTs of tiles go through f.
+func openFaulty(t *testing.T, m *s3test.Server, bucket string, f *faultyPuts) *Store {
+	t.Helper()
+	WrapTransport = func(rt http.RoundTripper) http.RoundTripper { f.rt = rt; return f }
+	defer func() { WrapTransport = nil }()
+	return openStore(t, m, bucket)
+}
+
+func putErrors(t *testing.T) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := errorsTotal.WithLabelValues("put").Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
+// TestPutRetriesATransportFault: a PUT whose connection broke on its way
+// (a kept-alive connection S3 closed: broken pipe, reset, EOF) is sent
+// again, so the metatile is stored and its render not lost (a seed would
+// otherwise ask the upstream for it again); it is no failure of S3. A
+// fault that stays fails the Put after two retries, and a refused
+// connection (S3 down: the breaker's business) is not retried.
+func TestPutRetriesATransportFault(t *testing.T) {
+	m := minioFor(t)
+	opErr := func(op string, errno syscall.Errno) error {
+		return &net.OpError{Op: op, Net: "tcp", Err: os.NewSyscallError(op, errno)}
+	}
+	for i, c := range []struct {
+		name     string
+		fail     int
+		fault    error
+		attempts int // of the tile's PUT
+		ok       bool
+	}{
+		{"broken pipe", 1, opErr("write", syscall.EPIPE), 2, true},
+		{"connection reset", 1, opErr("read", syscall.ECONNRESET), 2, true},
+		{"closed before the answer", 1, io.EOF, 2, true},
+		{"unexpected EOF", 1, io.ErrUnexpectedEOF, 2, true},
+		{"broken twice", 2, opErr("write", syscall.EPIPE), 3, true},
+		{"broken for good", 100, opErr("write", syscall.EPIPE), 3, false},
+		{"refused", 1, opErr("dial", syscall.ECONNREFUSED), 1, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := &faultyPuts{fail: c.fail, fault: c.fault}
+			s := openFaulty(t, m, m.Bucket(fmt.Sprintf("transport-%d", i)), f)
+			k := store.Key{Set: png, Z: 3, X: 2, Y: 1}
+			errsBefore := putErrors(t)
+			err := s.Put([]store.Entry{{Key: k, Data: []byte("the rendered tile")}}, time.Now())
+			if got := f.count(); got != c.attempts {
+				t.Errorf("%d PUT attempts, want %d", got, c.attempts)
+			}
+			if !c.ok {
+				if err == nil {
+					t.Fatal("Put succeeded")
+				}
+				if putErrors(t) != errsBefore+1 {
+					t.Errorf("s3_errors_total{op=put} %v -> %v, want one failure", errsBefore, putErrors(t))
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Put: %v", err)
+			}
+			tile, err := s.Get(context.Background(), k, nil)
+			if err != nil || string(tile.Data) != "the rendered tile" {
+				t.Fatalf("stored tile %q, %v", tile.Data, err)
+			}
+			if e := putErrors(t); e != errsBefore {
+				t.Errorf("s3_errors_total{op=put} %v -> %v for a Put that stored its tile", errsBefore, e)
+			}
+			if s.br.inRow != 0 {
+				t.Errorf("the breaker counts %d failures", s.br.inRow)
+			}
+		})
+	}
+}
+
+// TestPutFailsOnAnErrorAnswer: an HTTP error answer of S3 to a PUT (here
+// 500 InternalError) fails the Put at once, sent once, and counts as a
+// failure for the breaker: answers are not transport faults.
+func TestPutFailsOnAnErrorAnswer(t *testing.T) {
+	m := minioFor(t)
+	f := &faultyPuts{fail: 1, status: http.StatusInternalServerError}
+	s := openFaulty(t, m, m.Bucket("answer"), f)
+	errsBefore := putErrors(t)
+	err := s.Put([]store.Entry{{Key: store.Key{Set: png, Z: 3, X: 2, Y: 1}, Data: []byte("tile")}}, time.Now())
+	if err == nil || minio.ToErrorResponse(errors.Unwrap(err)).StatusCode != http.StatusInternalServerError {
+		t.Fatalf("Put answered 500: %v", err)
+	}
+	if n := f.count(); n != 1 {
+		t.Errorf("%d PUT attempts for an error answer, want 1", n)
+	}
+	if putErrors(t) != errsBefore+1 || s.br.inRow != 1 {
+		t.Errorf("s3_errors_total{op=put} %v -> %v, breaker %d failures in a row; want one failure", errsBefore, putErrors(t), s.br.inRow)
 	}
 }
