@@ -160,10 +160,16 @@ func header(h network.Headers, name string) string {
 	return ""
 }
 
+// browserPatience bounds one action in the tab and a wait for the page
+// (waitFor): the bound of a hung browser only, as eventPatience is for the
+// rest of the suite; a page beside CPU hogs draws far slower than on a
+// quiet machine.
+const browserPatience = eventPatience
+
 // do runs actions in the tab, failing the test on an error.
 func (b *browser) do(steps ...chromedp.Action[chromedp.Void]) {
 	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, 60*time.Second)
+	ctx, cancel := context.WithTimeout(b.ctx, browserPatience)
 	defer cancel()
 	if err := chromedp.Do(ctx, steps...); err != nil {
 		b.t.Fatalf("browser: %v (page errors: %v)", err, b.errors())
@@ -173,7 +179,7 @@ func (b *browser) do(steps ...chromedp.Action[chromedp.Void]) {
 // run runs one action that returns a value.
 func run[T any](b *browser, a chromedp.Action[T]) T {
 	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, 60*time.Second)
+	ctx, cancel := context.WithTimeout(b.ctx, browserPatience)
 	defer cancel()
 	v, err := chromedp.Run(ctx, a)
 	if err != nil {
@@ -188,13 +194,14 @@ func eval[T any](b *browser, expr string) T {
 	return run(b, chromedp.Evaluate[T](expr))
 }
 
-// waitFor polls a JavaScript expression until it is true (30 s at most).
+// waitFor polls a JavaScript expression until it is true (browserPatience
+// at most).
 func (b *browser) waitFor(what, expr string) {
 	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, 40*time.Second)
+	ctx, cancel := context.WithTimeout(b.ctx, browserPatience+10*time.Second)
 	defer cancel()
 	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr,
-		chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(30*time.Second))); err != nil {
+		chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(browserPatience))); err != nil {
 		if p, err := b.shoot("failed-" + strings.NewReplacer("/", "-", ":", "_").Replace(b.t.Name())); err == nil {
 			b.t.Logf("screenshot: %s", p)
 		}
@@ -257,7 +264,7 @@ func (b *browser) shoot(name string) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(b.ctx, browserPatience)
 	defer cancel()
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)) // quality 100: PNG
 	if err != nil {
@@ -499,7 +506,7 @@ func TestBrowserTaskPageShowsSeedProgress(t *testing.T) {
 	// Watch the bar until the task is done.
 	var seen []int64
 	var shot bool
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(taskPatience) // a seed of 682 tiles: a task's end
 	for {
 		st := eval[progressState](b, fmt.Sprintf(`(() => { const r = document.querySelector('#tasks tr[data-task-id="%d"]');
 			if (!r) return {present: false};
@@ -520,7 +527,7 @@ func TestBrowserTaskPageShowsSeedProgress(t *testing.T) {
 			shot = true
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("task still listed after 60s; progress %v", seen)
+			t.Fatalf("task still listed after %v; progress %v", taskPatience, seen)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

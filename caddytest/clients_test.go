@@ -38,6 +38,19 @@ func TestQGIS(t *testing.T) {
 	runClientScript(t, "testdata/clients/qgis_clients.py", "import qgis.core, numpy", 40)
 }
 
+// clientPatience bounds a client script's whole run, only so that a run
+// which hangs ends: the QGIS script takes about a minute on a quiet
+// machine and has taken over 5 minutes beside CPU hogs with every check
+// passing, so it is no speed. A script bounds each of its own requests by
+// requestPatience and each QGIS drawing by drawPatience (passed in its
+// environment), both under clientPatience, so that a hang inside a run
+// is reported by the script with what it was doing.
+const (
+	clientPatience  = 20 * time.Minute
+	requestPatience = 5 * time.Minute
+	drawPatience    = 10 * time.Minute
+)
+
 // runClientScript serves layer test:polygons (EPSG:4326 and EPSG:900913,
 // 4x4 metatiles, every service) in front of MapServer, with the neutral
 // parameters Caddyfile.example sets for QGIS, and runs a client script as
@@ -64,17 +77,22 @@ func runClientScript(t *testing.T, script, imports string, minChecks int) {
 		}`}.String())
 	origin := fmt.Sprintf("http://localhost:%d", httpPort)
 	cmd := exec.Command(debianPython, script, origin, up, "http://"+adminAddr+"/metrics")
-	cmd.Env = append(os.Environ(), "GDAL_HTTP_TIMEOUT=60", "CPL_DEBUG=OFF", "QT_QPA_PLATFORM=offscreen")
+	// TILECACHE_CLIENT_REQUEST_TIMEOUT bounds each HTTP request of the script,
+	// TILECACHE_CLIENT_DRAW_TIMEOUT each QGIS drawing (seconds).
+	cmd.Env = append(os.Environ(), fmt.Sprintf("GDAL_HTTP_TIMEOUT=%d", int(requestPatience.Seconds())),
+		"CPL_DEBUG=OFF", "QT_QPA_PLATFORM=offscreen",
+		fmt.Sprintf("TILECACHE_CLIENT_REQUEST_TIMEOUT=%d", int(requestPatience.Seconds())),
+		fmt.Sprintf("TILECACHE_CLIENT_DRAW_TIMEOUT=%d", int(drawPatience.Seconds())))
 	done := make(chan struct{})
 	var out []byte
 	var err error
 	go func() { out, err = cmd.CombinedOutput(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(5 * time.Minute):
+	case <-time.After(clientPatience):
 		cmd.Process.Kill()
 		<-done
-		t.Fatalf("%s did not finish in 5 minutes:\n%s", script, out)
+		t.Fatalf("%s did not finish in %v (a hung run):\n%s", script, clientPatience, out)
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	oks := 0

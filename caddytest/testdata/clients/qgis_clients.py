@@ -29,7 +29,7 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 
-from checks import LAYER, WORLD_MERC, Counters, check, failures, fetch, upstream_png
+from checks import DRAW_TIMEOUT, LAYER, REQUEST_TIMEOUT, WORLD_MERC, Counters, check, failures, fetch, upstream_png
 
 
 def draw(uri, crs, extent, size):
@@ -37,13 +37,14 @@ def draw(uri, crs, extent, size):
     pixels (RGBA, as a .npy file path) and QGIS's errors as JSON."""
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from qgis.core import (QgsApplication, QgsCoordinateReferenceSystem, QgsMapRendererSequentialJob,
-                           QgsMapSettings, QgsRasterLayer, QgsRectangle)
+                           QgsMapSettings, QgsNetworkAccessManager, QgsRasterLayer, QgsRectangle)
     from qgis.PyQt.QtCore import QSize
     from qgis.PyQt.QtGui import QColor, QImage
 
     QgsApplication.setPrefixPath("/usr", True)
     app = QgsApplication([], False)
     app.initQgis()
+    QgsNetworkAccessManager.setTimeout(REQUEST_TIMEOUT * 1000)  # QGIS's own default: 60 s
     out = {"valid": False, "errors": []}
     layer = QgsRasterLayer(uri, "layer", "wms")
     if layer.isValid():
@@ -112,7 +113,7 @@ def qgis_draws(uri, crs):
     with tempfile.TemporaryDirectory() as home:
         env = dict(os.environ, HOME=home, XDG_RUNTIME_DIR=home)
         p = subprocess.run([sys.executable, __file__, "--draw", uri, crs, json.dumps(extent), json.dumps(size)],
-                           env=env, capture_output=True, text=True, timeout=180)
+                           env=env, capture_output=True, text=True, timeout=DRAW_TIMEOUT)
         lines = [l for l in p.stdout.splitlines() if l.startswith("{")]
         if p.returncode != 0 or not lines:
             return {"valid": False, "errors": [f"exit {p.returncode}: {p.stderr[-500:]}"]}, None
