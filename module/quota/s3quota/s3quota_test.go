@@ -334,8 +334,9 @@ func TestSeedThreeTimesQuota(t *testing.T) {
 	reqs.reset()
 	var seeded int64
 	var maxSeen atomic.Int64
-	stop := make(chan struct{})
+	stop, watched := make(chan struct{}), make(chan struct{})
 	go func() { // the bucket's size while seeding
+		defer close(watched)
 		for {
 			select {
 			case <-stop:
@@ -359,9 +360,16 @@ func TestSeedThreeTimesQuota(t *testing.T) {
 		}
 	}
 	seedTook := time.Since(start)
-	time.Sleep(3 * time.Second) // the last passes
-	close(stop)
+	// The last passes: waited for (the evictor checks every 0.5 s, a
+	// listing may not follow the last within MinListEvery), bounded by
+	// patience; the figures below are those of the bucket once it came
+	// within the bound, or at the deadline.
 	n, bb := bucketBytes(t, m, b)
+	for deadline := time.Now().Add(patience); bb > q*11/10 && time.Now().Before(deadline); n, bb = bucketBytes(t, m, b) {
+		time.Sleep(200 * time.Millisecond)
+	}
+	close(stop)
+	<-watched // its listing must not outlive the test (and its MinIO)
 	t.Logf("seeded %d bytes in %v; bucket %d objects, %d bytes = %.3f × the quota (max seen while seeding %.3f×); requests %v",
 		seeded, seedTook.Round(time.Millisecond), n, bb, float64(bb)/q, float64(maxSeen.Load())/q, reqs.n)
 	if bb > q*11/10 {
@@ -421,7 +429,7 @@ func TestClusterMergedUsage(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, a := range []*Adapter{a1, a2} {
-		deadline := time.Now().Add(5 * time.Second)
+		deadline := time.Now().Add(patience) // syncs every SyncEvery
 		for {
 			lv, _, err := a.Usage()
 			if err == nil && total(lv) == 4800 {
@@ -558,7 +566,7 @@ func TestSilentHolderLockBroken(t *testing.T) {
 	// n3 falls silent: its loop stops, the lock stays taken.
 	close(a3.stop)
 	<-a3.done
-	deadline := time.Now().Add(10 * BreakAfter)
+	deadline := time.Now().Add(BreakAfter + patience)
 	for !n.a2.holding {
 		if time.Now().After(deadline) {
 			t.Fatal("n2 never broke the lock of a silent holder")
@@ -597,15 +605,34 @@ func TestRemovalsRelist(t *testing.T) {
 	if err != nil || n != 16 {
 		t.Fatalf("DeleteRange: %d, %v", n, err)
 	}
-	time.Sleep(MinListEvery)
-	if lv, _, err := a.Usage(); err != nil || total(lv) != 16*200 {
-		t.Fatalf("after a range deletion: %d bytes, %v", total(lv), err)
-	}
+	// Listings may follow each other MinListEvery after the last one
+	// ended, or ten times as long as it took, which on a busy machine is
+	// the longer: the relisting is waited for, not slept.
+	waitUsage(t, a, 16*200, "after a range deletion")
 	if err := remote.TruncateLayer(set.Layer); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(MinListEvery)
-	if lv, _, err := a.Usage(); err != nil || total(lv) != 0 {
-		t.Fatalf("after truncateLayer: %d bytes, %v", total(lv), err)
+	waitUsage(t, a, 0, "after truncateLayer")
+}
+
+// patience bounds a wait for an event (a listing, a sync, the last
+// passes): long enough for a machine whose every core is busy with other
+// work, so that only an event that never comes fails a test.
+const patience = 3 * time.Minute
+
+// waitUsage calls Usage, as the evictor does, until the estimate is want
+// bytes (bounded by patience), and fails with the last figure.
+func waitUsage(t *testing.T, a *Adapter, want int64, what string) {
+	t.Helper()
+	deadline := time.Now().Add(patience)
+	for {
+		lv, rc, err := a.Usage()
+		if err == nil && total(lv) == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %d bytes (recounting %v, %v) after %v, want %d", what, total(lv), rc, err, patience, want)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
