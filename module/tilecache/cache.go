@@ -14,8 +14,8 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/tilecache/caddy-tilecache/module/cluster"
-	"github.com/tilecache/caddy-tilecache/module/imaging"
 	"github.com/tilecache/caddy-tilecache/module/gridset"
+	"github.com/tilecache/caddy-tilecache/module/imaging"
 	"github.com/tilecache/caddy-tilecache/module/quota"
 	"github.com/tilecache/caddy-tilecache/module/quota/s3quota"
 	"github.com/tilecache/caddy-tilecache/module/store"
