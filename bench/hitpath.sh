@@ -13,14 +13,14 @@
 #   2. ONE Caddy (a copy of ./caddy, fresh temp storage, log level INFO, no
 #      access logs, admin on a free loopback port) with four sites:
 #        (a) tile_cache + reverse_proxy to the upstream
-#        (b) file_server, root = temp dir holding the tiles as /tiles/z/x/y.png
+#        (b) file_server, root = temp dir holding the tiles as /tiles/z/x/y.png (.webp)
 #        (c) respond with a literal body of the mean tile size (net/http
 #            sends it chunked: no Content-Length, longer than its buffer)
 #        (d) respond_len: the same + a header handler setting Content-Type
 #            image/png and Content-Length, framed like a tile
 #   3. the URL list: all EPSG:4326 tiles of test:polygons, levels 0..MAXZ
 #      (default 4: 2+8+32+128+512 = 682 tiles), in a fixed shuffled order.
-#      Pass 1 through (a) warms the cache (every answer 200 image/png);
+#      Pass 1 through (a) warms the cache (every answer 200 $CTYPE);
 #      pass 2 must answer HIT for every tile and its bytes are saved under
 #      (b)'s root; (b), (c), (d) are then checked to answer 200 with the
 #      same sizes.
@@ -54,6 +54,9 @@
 #                 bucket (a real S3 server on loopback, built by
 #                 module/store/s3store/s3test/install.sh), (f) the same with
 #                 a local tier (hot tiles in a Badger in front of the bucket)
+#   FORMAT [image/png] the tile format of every tile_cache target:
+#                 image/png, image/png8 or image/webp (docs/formats.md);
+#                 the tiles (b) serves and (d)'s Content-Type follow it
 #   QUOTA=1       one more target: (q) tile_cache with a quota (10 GiB, never
 #                 reached: what access tracking costs the hit path), its own
 #                 store; the report adds the ratio quota on / off
@@ -73,6 +76,15 @@ DURATION=${DURATION:-10s}
 ROUNDS=${ROUNDS:-3}
 WARMUP=${WARMUP:-2s}
 MAXZ=${MAXZ:-4}
+FORMAT=${FORMAT:-image/png}
+case $FORMAT in
+image/png | image/png8) CTYPE=image/png EXT=png ;;
+image/webp) CTYPE=image/webp EXT=webp ;;
+*)
+	echo "hitpath.sh: FORMAT must be image/png, image/png8 or image/webp, not $FORMAT" >&2
+	exit 2
+	;;
+esac
 PROFILE=${PROFILE:-0}
 PROFILE_SECONDS=${PROFILE_SECONDS:-8}
 QUIET_WAIT=${QUIET_WAIT:-60}
@@ -236,6 +248,7 @@ write_caddyfile() {
 		storage $STORE
 		layer $LAYER {
 			gridsets EPSG:4326 EPSG:900913
+			formats $FORMAT
 		}
 	}
 	reverse_proxy 127.0.0.1:$UP_PORT
@@ -256,7 +269,7 @@ write_caddyfile() {
 :$PORT_D {
 	bind 127.0.0.1
 	header {
-		Content-Type image/png
+		Content-Type $CTYPE
 		Content-Length ${#1}
 	}
 	respond $1 200
@@ -275,6 +288,7 @@ EOF
 		quota 10GiB
 		layer $LAYER {
 			gridsets EPSG:4326 EPSG:900913
+			formats $FORMAT
 		}
 	}
 	reverse_proxy 127.0.0.1:$UP_PORT
@@ -303,6 +317,7 @@ EOF
 		$(s3_block "s3$site" "$local_tier")
 		layer $LAYER {
 			gridsets EPSG:4326 EPSG:900913
+			formats $FORMAT
 		}
 	}
 	reverse_proxy 127.0.0.1:$UP_PORT
@@ -338,10 +353,10 @@ NTILES=$(wc -l <"$TMP/tiles.txt")
 # Paths: (a) the WMS-C GetMap, (b)/(c) the file.
 awk '{
 	s = 180 / 2 ^ $1
-	printf "/?SERVICE=WMS&VERSION=1.1.1&REQUEST=GetMap&LAYERS='"$LAYER"'&STYLES=&SRS=EPSG:4326&BBOX=%.10g,%.10g,%.10g,%.10g&WIDTH=256&HEIGHT=256&FORMAT=image/png\n", \
+	printf "/?SERVICE=WMS&VERSION=1.1.1&REQUEST=GetMap&LAYERS='"$LAYER"'&STYLES=&SRS=EPSG:4326&BBOX=%.10g,%.10g,%.10g,%.10g&WIDTH=256&HEIGHT=256&FORMAT='"$FORMAT"'\n", \
 		-180 + $2 * s, -90 + $3 * s, -180 + ($2 + 1) * s, -90 + ($3 + 1) * s
 }' "$TMP/tiles.txt" >"$TMP/paths-a.txt"
-awk '{ printf "/tiles/%d/%d/%d.png\n", $1, $2, $3 }' "$TMP/tiles.txt" >"$TMP/paths-b.txt"
+awk -v ext="$EXT" '{ printf "/tiles/%d/%d/%d.%s\n", $1, $2, $3, ext }' "$TMP/tiles.txt" >"$TMP/paths-b.txt"
 cp "$TMP/paths-b.txt" "$TMP/paths-c.txt"
 cp "$TMP/paths-b.txt" "$TMP/paths-d.txt"
 cp "$TMP/paths-a.txt" "$TMP/paths-e.txt"
@@ -367,17 +382,17 @@ curl_pass() {
 log "pass 1: warming the cache with $NTILES tiles through tile_cache (z0..$MAXZ)"
 t0=$SECONDS
 curl_pass "http://127.0.0.1:$PORT_A" "$TMP/paths-a.txt" "" 4 >"$TMP/pass1.txt" || true
-bad=$(awk -F'\t' '($1 != 200 || $2 != "image/png") && n++ < 5' "$TMP/pass1.txt")
+bad=$(awk -F'\t' -v ct="$CTYPE" '($1 != 200 || $2 != ct) && n++ < 5' "$TMP/pass1.txt")
 n1=$(wc -l <"$TMP/pass1.txt")
 [[ -z $bad && $n1 -eq $NTILES ]] || die "pass 1: $n1/$NTILES answers, bad ones: $bad"
-log "pass 1: $NTILES x 200 image/png in $((SECONDS - t0)) s"
+log "pass 1: $NTILES x 200 $CTYPE in $((SECONDS - t0)) s"
 
 log "pass 2: every tile must be a HIT; saving the cached bytes under $FILES/tiles"
 curl_pass "http://127.0.0.1:$PORT_A" "$TMP/paths-a.txt" "$FILES" 1 >"$TMP/pass2.txt" || true
-bad=$(awk -F'\t' '($1 != 200 || $2 != "image/png" || $3 != "HIT") && n++ < 5' "$TMP/pass2.txt")
+bad=$(awk -F'\t' -v ct="$CTYPE" '($1 != 200 || $2 != ct || $3 != "HIT") && n++ < 5' "$TMP/pass2.txt")
 n2=$(wc -l <"$TMP/pass2.txt")
-[[ -z $bad && $n2 -eq $NTILES ]] || die "pass 2: $n2/$NTILES answers, not 200 image/png HIT: $bad"
-nfiles=$(find "$FILES/tiles" -name '*.png' -size +0 | wc -l)
+[[ -z $bad && $n2 -eq $NTILES ]] || die "pass 2: $n2/$NTILES answers, not 200 $CTYPE HIT: $bad"
+nfiles=$(find "$FILES/tiles" -name "*.$EXT" -size +0 | wc -l)
 ((nfiles == NTILES)) || die "saved $nfiles tile files, expected $NTILES"
 TOTAL_BYTES=$(awk -F'\t' '{ s += $4 } END { print s }' "$TMP/pass2.txt")
 MEAN=$(((TOTAL_BYTES + NTILES / 2) / NTILES))
@@ -422,17 +437,17 @@ curl_pass "http://127.0.0.1:$PORT_A" "$TMP/paths-a.txt" "" 1 >"$TMP/check-a.txt"
 curl_pass "http://127.0.0.1:$PORT_B" "$TMP/paths-b.txt" "" 1 >"$TMP/check-b.txt" || true
 # (c) 200 with MEAN bytes
 curl_pass "http://127.0.0.1:$PORT_C" "$TMP/paths-c.txt" "" 1 >"$TMP/check-c.txt" || true
-# (d) 200 image/png with MEAN bytes
+# (d) 200 $CTYPE with MEAN bytes
 curl_pass "http://127.0.0.1:$PORT_D" "$TMP/paths-d.txt" "" 1 >"$TMP/check-d.txt" || true
 if ((QUOTA)); then
 	curl_pass "http://127.0.0.1:$PORT_Q" "$TMP/paths-q.txt" "" 1 >"$TMP/check-q.txt" || true
-	[[ -z $(awk -F'\t' '$1 != 200 || $2 != "image/png" || $3 != "HIT"' "$TMP/check-q.txt") ]] || die "check q: not all 200 image/png HIT after the reload"
+	[[ -z $(awk -F'\t' -v ct="$CTYPE" '$1 != 200 || $2 != ct || $3 != "HIT"' "$TMP/check-q.txt") ]] || die "check q: not all 200 $CTYPE HIT after the reload"
 fi
 if ((S3)); then
 	curl_pass "http://127.0.0.1:$PORT_E" "$TMP/paths-e.txt" "" 1 >"$TMP/check-e.txt" || true
 	curl_pass "http://127.0.0.1:$PORT_F" "$TMP/paths-f.txt" "" 1 >"$TMP/check-f.txt" || true
 	for t in e f; do
-		[[ -z $(awk -F'\t' '$1 != 200 || $2 != "image/png" || $3 != "HIT"' "$TMP/check-$t.txt") ]] || die "check $t: not all 200 image/png HIT after the reload"
+		[[ -z $(awk -F'\t' -v ct="$CTYPE" '$1 != 200 || $2 != ct || $3 != "HIT"' "$TMP/check-$t.txt") ]] || die "check $t: not all 200 $CTYPE HIT after the reload"
 	done
 fi
 sizes() { awk -F'\t' '{ print $4 }' "$1"; }
@@ -440,10 +455,10 @@ for t in $TARGETS; do
 	n=$(wc -l <"$TMP/check-$t.txt")
 	((n == NTILES)) || die "check $t: $n/$NTILES answers"
 done
-[[ -z $(awk -F'\t' '$1 != 200 || $2 != "image/png" || $3 != "HIT"' "$TMP/check-a.txt") ]] || die "check a: not all 200 image/png HIT after the reload"
-[[ -z $(awk -F'\t' '$1 != 200 || $2 != "image/png"' "$TMP/check-b.txt") ]] || die "check b: file_server not all 200 image/png"
+[[ -z $(awk -F'\t' -v ct="$CTYPE" '$1 != 200 || $2 != ct || $3 != "HIT"' "$TMP/check-a.txt") ]] || die "check a: not all 200 $CTYPE HIT after the reload"
+[[ -z $(awk -F'\t' -v ct="$CTYPE" '$1 != 200 || $2 != ct' "$TMP/check-b.txt") ]] || die "check b: file_server not all 200 $CTYPE"
 [[ -z $(awk -F'\t' -v m="$MEAN" '$1 != 200 || $4 != m' "$TMP/check-c.txt") ]] || die "check c: respond not all 200 with $MEAN bytes"
-[[ -z $(awk -F'\t' -v m="$MEAN" '$1 != 200 || $2 != "image/png" || $4 != m' "$TMP/check-d.txt") ]] || die "check d: respond_len not all 200 image/png with $MEAN bytes"
+[[ -z $(awk -F'\t' -v m="$MEAN" -v ct="$CTYPE" '$1 != 200 || $2 != ct || $4 != m' "$TMP/check-d.txt") ]] || die "check d: respond_len not all 200 $CTYPE with $MEAN bytes"
 # Same order in a and b (sequential curl keeps the list's order): sizes must match.
 cmp -s <(sizes "$TMP/check-a.txt") <(sizes "$TMP/check-b.txt") || die "file sizes differ from the cached tiles"
 
@@ -593,7 +608,7 @@ out "         repo $(git log -1 --format='%h %cI' 2>/dev/null || echo '?')$([[ -
 WRK_VERSION=$(wrk --version 2>&1 || true)
 WRK_VERSION=$(awk 'NR == 1 { print $1, $2 }' <<<"$WRK_VERSION")
 out "client:  $WRK_VERSION, -t$THREADS -c$CONNS$([[ $PIN == 1 ]] && echo ' (PIN=1: Caddy on CPU 0 with GOMAXPROCS=1, wrk on CPU 1)'), $ROUNDS rounds x $DURATION per target (after a $WARMUP warm-up each), interleaved ${TARGETS// /,}"
-out "tiles:   $NTILES ($LAYER, EPSG:4326 z0..$MAXZ, 256x256 PNG), $MINSZ..$MAXSZ bytes, mean $MEAN"
+out "tiles:   $NTILES ($LAYER, EPSG:4326 z0..$MAXZ, 256x256 $FORMAT), $MINSZ..$MAXSZ bytes, mean $MEAN"
 out "answer:  body+headers a) tile_cache $MEAN+$HDR_A  b) file_server $MEAN+$HDR_B  c) respond $MEAN+$HDR_C (chunked)"
 out "         d) respond_len $MEAN+$HDR_D bytes (respond with Content-Type and Content-Length set by a header handler)"
 ((S3)) && out "         e) tile_cache_s3: tiles in MinIO on loopback; f) s3+local_tier: the same with a local Badger tier"
