@@ -229,7 +229,11 @@ func TestWebPConcurrent(t *testing.T) {
 // copy its lib/webp.wasm.gz over libwebp.wasm.gz.
 func TestWebPSameAsGen2brain(t *testing.T) {
 	if gen2brain.Dynamic() == nil {
-		t.Skip("a system libwebp.so is installed, which github.com/gen2brain/webp prefers to its WebAssembly")
+		// With a system libwebp.so that package uses it, not its
+		// WebAssembly; the bytes are still libwebp's (cwebp 1.2.4 wrote the
+		// same bytes as this 1.4.0 build on every setting measured), so the
+		// comparison holds, against another build.
+		t.Log("github.com/gen2brain/webp uses the system libwebp.so here, not its WebAssembly")
 	}
 	tiles, err := Slice(testMetatiles("population-z4-m45-0.png")[0], 4, 4, 256, 256, Gutter{})
 	if err != nil {
