@@ -13,9 +13,12 @@ set -euo pipefail
 cd "$(dirname "$0")"
 bash upstream/install.sh
 # Debian's Chromium for the browser tests (headless, driven by chromedp),
-# and GDAL, OWSLib and QGIS for Debian's Python for the GIS client tests.
+# GDAL, OWSLib and QGIS for Debian's Python for the GIS client tests, and
+# libjpeg-turbo's jpegtran and djpeg, which the JPEG Huffman pass
+# (module/imaging/jpegopt) is checked against.
 need=()
 command -v chromium >/dev/null || need+=(chromium)
+command -v jpegtran >/dev/null && command -v djpeg >/dev/null || need+=(libjpeg-turbo-progs)
 /usr/bin/python3 -c 'import osgeo.gdal, owslib, numpy' 2>/dev/null || need+=(gdal-bin python3-gdal python3-owslib python3-numpy)
 /usr/bin/python3 -c 'import qgis.core' 2>/dev/null || need+=(python3-qgis)
 if [ ${#need[@]} -gt 0 ]; then

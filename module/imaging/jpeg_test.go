@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"image"
 	"image/draw"
+	"image/jpeg"
+	"math"
 	"testing"
 )
 
@@ -54,5 +56,37 @@ func BenchmarkJPEG(b *testing.B) {
 				return (&Encoder{}).Encode(buf, tile, jpegFormat)
 			})
 		})
+	}
+}
+
+// TestJPEGTilesHaveOwnHuffmanTables: a JPEG tile is written with Huffman
+// tables made for it (jpegopt), smaller than image/jpeg's output of the
+// same tile and decoding to the same pixels.
+func TestJPEGTilesHaveOwnHuffmanTables(t *testing.T) {
+	m := toNRGBA(renderMap(512, 512, 4, 8))
+	for _, tile := range busyTiles(t, m) {
+		var ours, plain bytes.Buffer
+		if err := (&Encoder{}).Encode(&ours, tile, jpegFormat); err != nil {
+			t.Fatal(err)
+		}
+		rgba := image.NewRGBA(tile.Bounds())
+		draw.Draw(rgba, rgba.Rect, tile, tile.Bounds().Min, draw.Src)
+		if err := jpeg.Encode(&plain, rgba, &jpeg.Options{Quality: defaultJPEGQuality}); err != nil {
+			t.Fatal(err)
+		}
+		if ours.Len() >= plain.Len() {
+			t.Errorf("tile %v: %d bytes, image/jpeg alone writes %d", tile.Bounds(), ours.Len(), plain.Len())
+		}
+		a, err := jpeg.Decode(bytes.NewReader(ours.Bytes()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := jpeg.Decode(bytes.NewReader(plain.Bytes()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if PSNR(a, b) != math.Inf(1) {
+			t.Errorf("tile %v: pixels differ from image/jpeg's (PSNR %.2f dB)", tile.Bounds(), PSNR(a, b))
+		}
 	}
 }
