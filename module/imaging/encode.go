@@ -196,6 +196,12 @@ func encodeJPEG(dst *bytes.Buffer, m image.Image, quality int) error {
 		draw.Draw(rgba, b, m, b.Min, draw.Over)
 		src = rgba
 	}
+	if rgba, ok := src.(*image.RGBA); ok && rgba.Rect.Dx()%2 == 0 && rgba.Rect.Dy()%2 == 0 {
+		// Opaque here: our own 4:2:0 conversion, which rounds chroma once.
+		y := ycbcrPool.Get().(*image.YCbCr)
+		defer ycbcrPool.Put(y)
+		src = toYCbCr420(y, rgba)
+	}
 	start := dst.Len()
 	if err := jpeg.Encode(jpegWriter{dst}, src, &jpeg.Options{Quality: quality}); err != nil {
 		return err
