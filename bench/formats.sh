@@ -22,6 +22,7 @@
 #   that one format, so that a seed's CPU is that format's alone and an
 #   image/webp can have one quality per site:
 #     png, png8, jpeg-png8 (image/vnd.jpeg-png8), jpeg-png, webp (lossless),
+#     webp8 (image/webp with colors 256: the png8 tile as lossless WebP),
 #     webp<Q> for each Q of WEBP_QUALITIES (lossy)
 #
 # Opaque layers ask MapServer for TRANSPARENT=FALSE, the layers of
@@ -45,7 +46,7 @@
 #   MAXZ [4] seeded levels 0..MAXZ; ZM [MAXZ] the level measured
 #   JPEG_QUALITY [85] MapCache's JPEG in MIXED (ours' default is 85 too)
 #   WEBP_QUALITIES ["75 90"] our lossy WebP sites
-#   OUR_VARIANTS [all: "png png8 jpeg-png8 jpeg-png webp webp75 webp90"]
+#   OUR_VARIANTS [all: "png png8 jpeg-png8 jpeg-png webp webp8 webp75 webp90"]
 #     our sites, png first (the reference)
 #   OURS [auto] 0: MapCache only; auto: ours when the Caddy validates the
 #     config (else skipped with the reason), and a format whose seed fails
@@ -149,10 +150,12 @@ done
 
 # ---------------------------------------------------------------- ours: one site per format
 # VARIANTS: name, then the layer's format lines (| for a newline).
-VARIANTS=(png png8 jpeg-png8 jpeg-png webp)
-declare -A MIME=([png]=image/png [png8]=image/png8 [jpeg-png8]=image/vnd.jpeg-png8 [jpeg-png]=image/vnd.jpeg-png [webp]=image/webp)
-declare -A EXT=([png]=png [png8]=png8 [jpeg-png8]=jpeg-png8 [jpeg-png]=jpeg-png [webp]=webp)
-declare -A FMTOPT=()
+VARIANTS=(png png8 jpeg-png8 jpeg-png webp webp8)
+declare -A MIME=([png]=image/png [png8]=image/png8 [jpeg-png8]=image/vnd.jpeg-png8 [jpeg-png]=image/vnd.jpeg-png [webp]=image/webp [webp8]=image/webp)
+declare -A EXT=([png]=png [png8]=png8 [jpeg-png8]=jpeg-png8 [jpeg-png]=jpeg-png [webp]=webp [webp8]=webp)
+# webp8: the png8 tile (the same quantizer, 256 colours) written as lossless
+# WebP, against png8 at the same pixels.
+declare -A FMTOPT=([webp8]="format image/webp {|colors 256|}")
 for q in $WEBP_QUALITIES; do
 	VARIANTS+=("webp$q")
 	MIME[webp$q]=image/webp EXT[webp$q]=webp
