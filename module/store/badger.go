@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -153,6 +154,9 @@ func open(dir string, o Options) (*Badger, error) {
 	if o.ValueLogFileSize > 0 {
 		bo = bo.WithValueLogFileSize(max(o.ValueLogFileSize, 1<<20))
 	}
+	if err := removeEmptyValueLogs(dir, log); err != nil {
+		return nil, fmt.Errorf("opening tile store %s: %w", dir, err)
+	}
 	db, err := badger.Open(bo.WithLogger(badgerLogger{log.Sugar()}))
 	if err != nil {
 		return nil, fmt.Errorf("opening tile store %s: %w", dir, err)
@@ -183,6 +187,36 @@ func open(dir string, o Options) (*Badger, error) {
 	go s.reclaimLoop()
 	log.Info("tile store opened")
 	return s, nil
+}
+
+// removeEmptyValueLogs deletes empty value log files. Badger creates a
+// value log file, sizes it and then writes its header; a kill -9 between
+// the first two steps leaves an empty file that holds no value (nothing
+// refers to it), but which Badger 4.9 will not open again: it initialises
+// the file and then returns that as the error "Open existing file: …
+// Create a new file", so the cache would never start again. Seen on a
+// loaded machine after one of the kill -9s of caddytest's
+// TestQuotaSurvivesKills. (A file cut inside its header Badger opens and
+// repairs itself.)
+func removeEmptyValueLogs(dir string, log *zap.Logger) error {
+	logs, err := filepath.Glob(filepath.Join(dir, "*.vlog"))
+	if err != nil {
+		return err
+	}
+	for _, p := range logs {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		if fi.Size() != 0 {
+			continue
+		}
+		if err := os.Remove(p); err != nil {
+			return err
+		}
+		log.Warn("removed an empty value log file a crash left", zap.String("file", filepath.Base(p)))
+	}
+	return nil
 }
 
 // badgerOptions are the Badger options of a tile store in dir. Badger's
