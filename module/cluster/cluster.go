@@ -32,6 +32,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -151,9 +152,9 @@ type Node struct {
 	poll  time.Duration
 	beat  int64
 	peers map[string]peer
-	// waiting is when this node began waiting, without getting it, for
-	// each lock it waits for (breakStuck).
-	waiting map[string]time.Time
+	// waiting is, for each lock this node waits for without getting it,
+	// when it began to wait and the lock's break mark then (breakStuck).
+	waiting map[string]lockWaitState
 	// healthy is false while this node's own heartbeat cannot be written
 	// or the others' read: it then judges nobody dead.
 	healthy bool
@@ -235,7 +236,7 @@ func Join(st certmagic.Storage, name string, lease, poll time.Duration, log *zap
 	n := &Node{
 		ID:     host + "-" + hex.EncodeToString(suffix),
 		prefix: prefix, st: st, ctx: ctx, cancel: cancel, done: make(chan struct{}),
-		peers: map[string]peer{}, waiting: map[string]time.Time{}, lease: lease, poll: poll,
+		peers: map[string]peer{}, waiting: map[string]lockWaitState{}, lease: lease, poll: poll,
 	}
 	n.log = log.With(zap.String("node", n.ID), zap.String("cluster", prefix))
 	n.quiet = n.log.WithOptions(zap.WrapCore(func(core zapcore.Core) zapcore.Core {
@@ -578,6 +579,13 @@ func (n *Node) lock(full string) error {
 	}
 }
 
+// lockWaitState is how long a node has waited for one lock, and which
+// break of it (a mark in the storage) it saw when it began.
+type lockWaitState struct {
+	since time.Time
+	mark  string
+}
+
 // breakStuck gives back a lock this node has waited for, across calls,
 // for longer than lockBreakAfter: no holder keeps one of the cluster's
 // locks that long (each critical section is a few storage calls, each
@@ -588,25 +596,75 @@ func (n *Node) lock(full string) error {
 // (released less than 5 s before) keeps a new holder's lock fresh for
 // ever once that holder dies (found by kill -9 in the cluster tests).
 // It reports whether it broke the lock.
+//
+// Several nodes wait for a dead holder's lock alike, and the first to
+// break it takes it at once: a second breaker would delete that live
+// lock (a loaded run: two nodes broke a task lock 32 ms apart, ran the
+// same critical section together and took over the same work units). So
+// breaks go one at a time, under a lock of their own, and each leaves a
+// mark in the storage; a node breaks only if the mark is still the one
+// it saw when it began to wait, and otherwise waits afresh.
 func (n *Node) breakStuck(full string) bool {
 	n.mu.Lock()
-	first, ok := n.waiting[full]
-	if !ok {
-		n.waiting[full] = time.Now()
-	}
+	w, ok := n.waiting[full]
 	n.mu.Unlock()
-	if !ok || time.Since(first) < lockBreakAfter {
+	if !ok {
+		w = lockWaitState{since: time.Now(), mark: n.breakMark(full)}
+		n.mu.Lock()
+		n.waiting[full] = w
+		n.mu.Unlock()
+	}
+	if !ok || time.Since(w.since) < lockBreakAfter {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
+	guard := full + ".break"
+	if err := n.st.Lock(ctx, guard); err != nil {
+		return false // another node is breaking it, or the storage is down
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+		defer cancel()
+		n.st.Unlock(ctx, guard)
+	}()
+	if cur := n.breakMark(full); cur != w.mark {
+		// Broken by another node since this one began to wait: whoever
+		// holds it now is alive.
+		n.mu.Lock()
+		n.waiting[full] = lockWaitState{since: time.Now(), mark: cur}
+		n.mu.Unlock()
+		return false
+	}
+	mark := n.ID + "/" + strconv.FormatInt(time.Now().UnixNano(), 10)
+	if err := n.st.Store(ctx, n.breakMarkKey(full), []byte(mark)); err != nil {
+		return false
+	}
 	err := n.st.Unlock(ctx, full)
 	n.log.Warn("broke a cluster lock held for too long: its holder is gone", zap.String("lock", full),
-		zap.Duration("waited", time.Since(first)), zap.Error(err))
+		zap.Duration("waited", time.Since(w.since)), zap.Error(err))
 	n.mu.Lock()
 	delete(n.waiting, full)
 	n.mu.Unlock()
 	return err == nil
+}
+
+// breakMarkKey is where the last break of the lock full is marked, apart
+// from the keys that are listed (tasks, units, heartbeats).
+func (n *Node) breakMarkKey(full string) string {
+	return path.Join(n.prefix, "lockbreaks", strings.TrimPrefix(full, n.prefix))
+}
+
+// breakMark is the lock's last break mark ("" if never broken, or when
+// the storage does not answer: the break then waits for the next try).
+func (n *Node) breakMark(full string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	b, err := n.st.Load(ctx, n.breakMarkKey(full))
+	if err != nil {
+		return ""
+	}
+	return string(b)
 }
 
 // lockWait is how long one lock call waits for a held lock, and

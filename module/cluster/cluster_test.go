@@ -3,9 +3,12 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -261,6 +264,67 @@ func TestStuckLockIsBroken(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("a stuck lock was never broken")
+		}
+	}
+}
+
+// Two nodes that wait for the same stuck lock must not both break it:
+// the second would delete the lock the first just took, and both would
+// run their critical sections at once (seen in a loaded run of
+// caddytest/cluster's TestClusterNodeKilledMidSeed: two nodes broke the
+// task lock 32 ms apart and took over the same work units). Rounds of a
+// stuck lock with three waiters; every critical section runs alone. The
+// sections are long enough for a second breaker to come in while the
+// first holds the lock, and three of them together still shorter than
+// lockBreakAfter, as a few storage calls are against 3 × opTimeout.
+func TestStuckLockIsBrokenOnce(t *testing.T) {
+	defer func(w, b time.Duration) { lockWait, lockBreakAfter = w, b }(lockWait, lockBreakAfter)
+	lockWait, lockBreakAfter = 200*time.Millisecond, 1500*time.Millisecond
+	st := &certmagic.FileStorage{Path: t.TempDir()}
+	var nodes []*Node
+	for range 3 {
+		n := Join(st, "c", 5*time.Second, 100*time.Millisecond, zap.NewNop())
+		defer n.Destruct()
+		nodes = append(nodes, n)
+	}
+	for round := range 8 {
+		name := fmt.Sprintf("tasks/%d", round)
+		if err := st.Lock(context.Background(), nodes[0].key(name)); err != nil {
+			t.Fatal(err)
+		}
+		var inside, most atomic.Int32
+		var ran atomic.Int32
+		var wg sync.WaitGroup
+		for _, n := range nodes {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				deadline := time.Now().Add(time.Minute)
+				for time.Now().Before(deadline) {
+					err := n.Locked(name, func() error {
+						in := inside.Add(1)
+						if in > most.Load() {
+							most.Store(in)
+						}
+						time.Sleep(250 * time.Millisecond) // a second breaker comes within lockWait
+						inside.Add(-1)
+						ran.Add(1)
+						return nil
+					})
+					if err == nil {
+						return
+					}
+					if !errors.Is(err, ErrStorage) {
+						t.Error(err)
+						return
+					}
+				}
+				t.Errorf("round %d: a node never got %s", round, name)
+			}()
+		}
+		wg.Wait()
+		if most.Load() != 1 || ran.Load() != 3 {
+			t.Fatalf("round %d: %d critical sections ran, at most %d at once; want 3, one at a time", round, ran.Load(), most.Load())
 		}
 	}
 }
