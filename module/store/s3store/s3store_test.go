@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/minio/minio-go/v7"
 	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/zap"
@@ -35,8 +36,18 @@ func minioFor(t *testing.T) *s3test.Server {
 
 func openStore(t *testing.T, m *s3test.Server, bucket string) *Store {
 	t.Helper()
+	return openStoreTimeout(t, m, bucket, 0)
+}
+
+// openStoreTimeout opens a store whose requests may each take up to d (0:
+// the default, 10 s). Tests that fill a bucket with many concurrent
+// requests, setting the scene and not testing timeouts, give MinIO
+// minutes: on a loaded machine one of 16 concurrent Puts of 100 tiles
+// took over 10 s.
+func openStoreTimeout(t *testing.T, m *s3test.Server, bucket string, d time.Duration) *Store {
+	t.Helper()
 	s, err := Open(Config{Bucket: bucket, Prefix: "cache", Endpoint: m.Addr, Region: "us-east-1", PathStyle: true,
-		Insecure: true, AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey}, zap.NewNop())
+		Insecure: true, AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey, Timeout: caddy.Duration(d)}, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +182,7 @@ func TestDeleteRangeDeletesExactlyTheRange(t *testing.T) {
 func TestTruncateLayerCostsTwoRequests(t *testing.T) {
 	m := minioFor(t)
 	b := m.Bucket("truncate")
-	s := openStore(t, m, b)
+	s := openStoreTimeout(t, m, b, 3*time.Minute)
 	other := png
 	other.Layer = "test:roads"
 	if err := s.Put(entries(other, 1, []int64{0}, []int64{0}), time.Now()); err != nil {
