@@ -56,6 +56,10 @@ func formatsBrowserConfig(t *testing.T, up string) string {
 	u, _ := url.Parse(up)
 	return fmt.Sprintf(`
 http://localhost:%d {
+	# Chromium asks for it on the demo page; a 404 would be a page error.
+	handle /favicon.ico {
+		respond 204
+	}
 	handle_path /leaflet/* {
 		root * %s
 		file_server
@@ -189,7 +193,7 @@ func TestFormatsBrowserLeaflet(t *testing.T) {
 					resp := b.takeResponses()
 					got := types.take()
 					if tiles["failed"] != 0 || tiles["empty"] != 0 || tiles["blank"] != 0 || len(resp) != tiles["loaded"] || tiles["loaded"] != 32 {
-						t.Fatalf("round %d: %v tiles, %d tile responses", round, tiles, len(resp))
+						t.Fatalf("round %d: %v tiles, %d tile responses: %v", round, tiles, len(resp), resp)
 					}
 					for u, rs := range resp {
 						if len(rs) != 1 || rs[0] != "200 HIT" && (round == 2 || rs[0] != "200 MISS") {
