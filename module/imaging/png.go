@@ -9,6 +9,7 @@ import (
 	"image/color"
 	"image/draw"
 	"image/png"
+	"slices"
 	"sync"
 )
 
@@ -560,6 +561,12 @@ func (s *scratch) writePaletted(dst *bytes.Buffer, w, h, n int, set pngSettings)
 			no++
 		}
 	}
+	filtered := false
+	if n > paletteFilterMin {
+		if lo := s.lightnessOrder(n); s.filterPays(order, lo, w, h, set) {
+			order, filtered = lo, true
+		}
+	}
 	for i, c := range s.plte[:n] {
 		j := int(order[i])
 		plte[3*j], plte[3*j+1], plte[3*j+2] = c.r(), c.g(), c.b()
@@ -601,8 +608,92 @@ func (s *scratch) writePaletted(dst *bytes.Buffer, w, h, n int, set pngSettings)
 	if nt > 0 {
 		writeChunk(dst, "tRNS", trns[:nt])
 	}
-	s.writeFlatIDAT(dst, s.raw, set)
+	if filtered {
+		s.raw2 = grow(s.raw2, h*(w+1))
+		s.adaptiveIndexes(s.raw2, s.raw, w, h)
+		writeIDAT(dst, s.raw2, set.toneLevel)
+	} else {
+		s.writeFlatIDAT(dst, s.raw, set)
+	}
 	writeEnd(dst)
+}
+
+// paletteFilterMin is the fewest palette entries for which filtered rows
+// are tried: quantized continuous tone (shaded relief) has many, flat
+// maps few. Paletted rows are otherwise written unfiltered, as the PNG
+// spec advises. (A variable for tests.)
+var paletteFilterMin = 64
+
+// lightnessOrder orders s.plte[:n] translucent entries first (so that
+// tRNS stays short), each group from dark to light: on shaded relief and
+// gradients neighbouring pixels then get neighbouring indexes, which
+// filters turn into small residuals.
+func (s *scratch) lightnessOrder(n int) [256]uint8 {
+	var byLight [256]uint8
+	for i := range n {
+		byLight[i] = uint8(i)
+	}
+	light := func(c nrgba) int { return 299*int(c.r()) + 587*int(c.g()) + 114*int(c.b()) }
+	slices.SortStableFunc(byLight[:n], func(a, b uint8) int {
+		ca, cb := s.plte[a], s.plte[b]
+		if ta, tb := ca.a() != 0xff, cb.a() != 0xff; ta != tb {
+			if ta {
+				return -1
+			}
+			return 1
+		}
+		return light(ca) - light(cb)
+	})
+	var order [256]uint8
+	for j, i := range byLight[:n] {
+		order[i] = uint8(j)
+	}
+	return order
+}
+
+// filterPays compresses a band of 64 rows from the middle of the tile
+// (s.idx) unfiltered in the first-seen order and with adaptive filters in
+// the lightness order, and says whether the filters came out smaller. On
+// quantized shaded relief they save about a seventh; on flat maps they
+// cost bytes, and the lightness order alone does too (a few percent with
+// this deflate), so it is only used with the filters.
+func (s *scratch) filterPays(order, light [256]uint8, w, h int, set pngSettings) bool {
+	const bandRows = 64
+	y0, bh := 0, h
+	if h > bandRows {
+		y0, bh = (h-bandRows)/2, bandRows
+	}
+	s.tmp = grow(s.tmp, 2*bh*(w+1))
+	plain, lit := s.tmp[:bh*(w+1)], s.tmp[bh*(w+1):]
+	for y := range bh {
+		in := s.idx[(y0+y)*w : (y0+y+1)*w]
+		p, l := plain[y*(w+1):(y+1)*(w+1)], lit[y*(w+1):(y+1)*(w+1)]
+		p[0], l[0] = ftNone, ftNone
+		for x, i := range in {
+			p[1+x], l[1+x] = order[i], light[i]
+		}
+	}
+	s.trial.Reset()
+	writeIDAT(&s.trial, plain, set.flatLevel)
+	none := s.trial.Len()
+	s.raw2 = grow(s.raw2, bh*(w+1))
+	s.adaptiveIndexes(s.raw2, lit, w, bh)
+	s.trial.Reset()
+	writeIDAT(&s.trial, s.raw2[:bh*(w+1)], set.toneLevel)
+	// A clear margin: where the band says "about the same", the whole tile
+	// is as likely to come out larger (0.3 % on the synthetic topographic
+	// set without it).
+	return s.trial.Len()*20 < none*19
+}
+
+// adaptiveIndexes filters h unfiltered rows of w 8-bit indexes (each
+// after its filter byte, as writePaletted lays them out) into out.
+func (s *scratch) adaptiveIndexes(out, raw []byte, w, h int) {
+	if len(s.zero) < w {
+		s.zero = make([]byte, w)
+	}
+	tmp := make([]byte, 4*w)
+	adaptiveRows(out, rowSet{pix: raw[1:], stride: w + 1, n: w, h: h, bpp: 1}, s.zero, tmp)
 }
 
 // paletteSet is an open-addressing hash set of up to 256 colours. A map
