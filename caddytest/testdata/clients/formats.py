@@ -32,16 +32,13 @@ drawing of the PNG tiles: equal for the lossless formats, above a PSNR
 floor for the others. Exits 1 with a line per failure.
 """
 
-import json
-import os
-import subprocess
 import sys
-import tempfile
 import urllib.parse
 
 import numpy as np
 from osgeo import gdal
 
+import qgisdraw
 from checks import WORLD_MERC, Counters, check, failures, fetch
 
 gdal.UseExceptions()
@@ -131,50 +128,6 @@ def tile_result(url):
     return hdr.get("Geowebcache-Cache-Result", hdr.get("geowebcache-cache-result", "")), hdr.get("Content-Type", ""), body
 
 
-# --- QGIS (a child process per drawing: fresh caches, empty HOME) ---
-
-def draw(uri, crs, extent, size):
-    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    from qgis.core import (QgsApplication, QgsCoordinateReferenceSystem, QgsMapRendererSequentialJob,
-                           QgsMapSettings, QgsRasterLayer, QgsRectangle)
-    from qgis.PyQt.QtCore import QSize
-    from qgis.PyQt.QtGui import QColor, QImage
-
-    QgsApplication.setPrefixPath("/usr", True)
-    app = QgsApplication([], False)
-    app.initQgis()
-    out = {"valid": False, "errors": []}
-    layer = QgsRasterLayer(uri, "layer", "wms")
-    if layer.isValid():
-        out["valid"] = True
-        settings = QgsMapSettings()
-        settings.setLayers([layer])
-        settings.setDestinationCrs(QgsCoordinateReferenceSystem(crs))
-        settings.setExtent(QgsRectangle(*extent))
-        settings.setOutputSize(QSize(*size))
-        settings.setOutputDpi(96)
-        settings.setBackgroundColor(QColor(0, 0, 0, 0))
-        job = QgsMapRendererSequentialJob(settings)
-        job.start()
-        job.waitForFinished()
-        out["errors"] = [e.message for e in job.errors()]
-        img = job.renderedImage().convertToFormat(QImage.Format_RGBA8888)
-        bits = img.constBits()
-        bits.setsize(img.sizeInBytes())
-        a = np.frombuffer(bits, np.uint8).reshape(img.height(), img.bytesPerLine() // 4, 4)[:, :img.width()]
-        path = os.path.join(os.environ["HOME"], "drawn.npy")
-        np.save(path, a)
-        out["pixels"] = path
-    else:
-        out["errors"] = [layer.error().summary()]
-    print(json.dumps(out), flush=True)
-    app.exitQgis()
-
-
-if len(sys.argv) > 1 and sys.argv[1] == "--draw":
-    draw(sys.argv[2], sys.argv[3], json.loads(sys.argv[4]), json.loads(sys.argv[5]))
-    sys.exit(0)
-
 CADDY, UPSTREAM, METRICS = sys.argv[1:4]
 
 COUNTERS = Counters(METRICS)
@@ -182,16 +135,10 @@ counters, delta = COUNTERS.now, COUNTERS.delta
 MERC = (-WORLD_MERC, -WORLD_MERC, WORLD_MERC, WORLD_MERC)
 
 
+# --- QGIS (a child process per drawing: fresh caches, empty HOME) ---
+
 def qgis_draws(uri):
-    with tempfile.TemporaryDirectory() as home:
-        env = dict(os.environ, HOME=home, XDG_RUNTIME_DIR=home)
-        p = subprocess.run([sys.executable, __file__, "--draw", uri, "EPSG:3857", json.dumps(MERC), json.dumps([1024, 1024])],
-                           env=env, capture_output=True, text=True, timeout=300)
-        lines = [l for l in p.stdout.splitlines() if l.startswith("{")]
-        if p.returncode != 0 or not lines:
-            return {"valid": False, "errors": [f"exit {p.returncode}: {p.stderr[-500:]}"]}, None
-        out = json.loads(lines[-1])
-        return out, (np.load(out["pixels"]) if "pixels" in out else None)
+    return qgisdraw.qgis_draws(uri, "EPSG:3857", MERC, [1024, 1024])
 
 
 # --- GDAL ---

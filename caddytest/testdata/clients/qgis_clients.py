@@ -20,63 +20,15 @@ HOME, so QGIS's own network and tile caches start empty. Exits 1 with a
 line per failure.
 """
 
-import json
 import os
-import subprocess
 import sys
-import tempfile
 import xml.etree.ElementTree as ET
 
 import numpy as np
 
-from checks import DRAW_TIMEOUT, LAYER, REQUEST_TIMEOUT, WORLD_MERC, Counters, check, failures, fetch, upstream_png
+import qgisdraw
+from checks import LAYER, WORLD_MERC, Counters, check, failures, fetch, upstream_png
 
-
-def draw(uri, crs, extent, size):
-    """Child process: QGIS draws the layer uri into an extent; prints the
-    pixels (RGBA, as a .npy file path) and QGIS's errors as JSON."""
-    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    from qgis.core import (QgsApplication, QgsCoordinateReferenceSystem, QgsMapRendererSequentialJob,
-                           QgsMapSettings, QgsNetworkAccessManager, QgsRasterLayer, QgsRectangle)
-    from qgis.PyQt.QtCore import QSize
-    from qgis.PyQt.QtGui import QColor, QImage
-
-    QgsApplication.setPrefixPath("/usr", True)
-    app = QgsApplication([], False)
-    app.initQgis()
-    QgsNetworkAccessManager.setTimeout(REQUEST_TIMEOUT * 1000)  # QGIS's own default: 60 s
-    out = {"valid": False, "errors": []}
-    layer = QgsRasterLayer(uri, "layer", "wms")
-    if layer.isValid():
-        out["valid"] = True
-        out["crs"] = layer.crs().authid()
-        settings = QgsMapSettings()
-        settings.setLayers([layer])
-        settings.setDestinationCrs(QgsCoordinateReferenceSystem(crs))
-        settings.setExtent(QgsRectangle(*extent))
-        settings.setOutputSize(QSize(*size))
-        settings.setOutputDpi(96)
-        settings.setBackgroundColor(QColor(0, 0, 0, 0))
-        job = QgsMapRendererSequentialJob(settings)
-        job.start()
-        job.waitForFinished()
-        out["errors"] = [e.message for e in job.errors()]
-        img = job.renderedImage().convertToFormat(QImage.Format_RGBA8888)
-        bits = img.constBits()
-        bits.setsize(img.sizeInBytes())
-        a = np.frombuffer(bits, np.uint8).reshape(img.height(), img.bytesPerLine() // 4, 4)[:, :img.width()]
-        path = os.path.join(os.environ["HOME"], "drawn.npy")
-        np.save(path, a)
-        out["pixels"] = path
-    else:
-        out["errors"] = [layer.error().summary()]
-    print(json.dumps(out), flush=True)
-    app.exitQgis()
-
-
-if len(sys.argv) > 1 and sys.argv[1] == "--draw":
-    draw(sys.argv[2], sys.argv[3], json.loads(sys.argv[4]), json.loads(sys.argv[5]))
-    sys.exit(0)
 
 CADDY, UPSTREAM, METRICS = sys.argv[1:4]
 COUNTERS = Counters(METRICS)
@@ -110,15 +62,7 @@ VIEW = {  # level 2 of each gridset, drawn at its own resolution
 
 def qgis_draws(uri, crs):
     extent, size = VIEW[crs]
-    with tempfile.TemporaryDirectory() as home:
-        env = dict(os.environ, HOME=home, XDG_RUNTIME_DIR=home)
-        p = subprocess.run([sys.executable, __file__, "--draw", uri, crs, json.dumps(extent), json.dumps(size)],
-                           env=env, capture_output=True, text=True, timeout=DRAW_TIMEOUT)
-        lines = [l for l in p.stdout.splitlines() if l.startswith("{")]
-        if p.returncode != 0 or not lines:
-            return {"valid": False, "errors": [f"exit {p.returncode}: {p.stderr[-500:]}"]}, None
-        out = json.loads(lines[-1])
-        return out, (np.load(out["pixels"]) if "pixels" in out else None)
+    return qgisdraw.qgis_draws(uri, crs, extent, size)
 
 
 def same(a, ref, what):
