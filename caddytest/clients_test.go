@@ -24,7 +24,7 @@ const debianPython = "/usr/bin/python3"
 // again expecting only hits, and follows the URLs the capabilities
 // advertise; it prints a line per check.
 func TestGISClients(t *testing.T) {
-	runClientScript(t, "testdata/clients/clients.py", "import osgeo.gdal, owslib, numpy", 100)
+	runClientScript(t, "testdata/clients/clients.py", "import osgeo.gdal, owslib, numpy", clientLayers, 100)
 }
 
 // TestQGIS draws the layer with QGIS 3.22 (Debian's python3-qgis, headless)
@@ -35,7 +35,7 @@ func TestGISClients(t *testing.T) {
 // and a fresh QGIS drawing it again must get only hits
 // (testdata/clients/qgis_clients.py).
 func TestQGIS(t *testing.T) {
-	runClientScript(t, "testdata/clients/qgis_clients.py", "import qgis.core, numpy", 40)
+	runClientScript(t, "testdata/clients/qgis_clients.py", "import qgis.core, numpy", clientLayers, 40)
 }
 
 // clientPatience bounds a client script's whole run, only so that a run
@@ -51,12 +51,19 @@ const (
 	drawPatience    = 10 * time.Minute
 )
 
-// runClientScript serves layer test:polygons (EPSG:4326 and EPSG:900913,
-// 4x4 metatiles, every service) in front of MapServer, with the neutral
-// parameters Caddyfile.example sets for QGIS, and runs a client script as
-// `script ORIGIN UPSTREAM METRICS`. The script prints "ok   …" or
-// "FAIL …" per check and "N failures" last.
-func runClientScript(t *testing.T, script, imports string, minChecks int) {
+// clientLayers is the site of clients.py and qgis_clients.py: layer
+// test:polygons in EPSG:4326 and EPSG:900913 with 4x4 metatiles.
+const clientLayers = `
+		layer test:polygons {
+			gridsets EPSG:4326 EPSG:900913
+			metatile 4 4
+		}`
+
+// runClientScript serves layers (every service) in front of MapServer,
+// with the neutral parameters Caddyfile.example sets for QGIS, and runs a
+// client script as `script ORIGIN UPSTREAM METRICS`. The script prints
+// "ok   …" or "FAIL …" per check and "N failures" last.
+func runClientScript(t *testing.T, script, imports, layers string, minChecks int) {
 	if out, err := exec.Command(debianPython, "-c", imports).CombinedOutput(); err != nil {
 		t.Fatalf("%s: Debian's Python packages missing (test.sh installs them): %v\n%s", imports, err, out)
 	}
@@ -70,11 +77,7 @@ func runClientScript(t *testing.T, script, imports string, minChecks int) {
 			wmts /wmts
 			tms /tms
 			xyz /xyz
-		}
-		layer test:polygons {
-			gridsets EPSG:4326 EPSG:900913
-			metatile 4 4
-		}`}.String())
+		}` + layers}.String())
 	origin := fmt.Sprintf("http://localhost:%d", httpPort)
 	cmd := exec.Command(debianPython, script, origin, up, "http://"+adminAddr+"/metrics")
 	// TILECACHE_CLIENT_REQUEST_TIMEOUT bounds each HTTP request of the script,
@@ -104,5 +107,5 @@ func runClientScript(t *testing.T, script, imports string, minChecks int) {
 	if err != nil || oks < minChecks || !strings.HasSuffix(lines[len(lines)-1], "0 failures") {
 		t.Fatalf("%s: %v, %d checks passed\n%s", script, err, oks, out)
 	}
-	t.Logf("%s: %d checks passed", script, oks)
+	t.Logf("%s: %d checks passed\n%s", script, oks, out)
 }

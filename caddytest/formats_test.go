@@ -16,11 +16,8 @@ import (
 	"math"
 	"net/http"
 	"net/url"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
 	"golang.org/x/image/webp"
 
@@ -441,54 +438,5 @@ func TestFormatsEveryProtocol(t *testing.T) {
 // picks the format's ResourceURL) and QGIS draws the layer in each format
 // from WMTS and XYZ, compared with the lossless PNG read (see the script).
 func TestFormatsGIS(t *testing.T) {
-	runFormatsScript(t, "testdata/clients/formats.py", "import osgeo.gdal, qgis.core, numpy", 60)
-}
-
-// runFormatsScript serves formatsLayers (4x4 metatiles, WMTS, TMS and
-// XYZ) in front of MapServer and runs a client script as `script ORIGIN
-// UPSTREAM METRICS`, which prints "ok   …" or "FAIL …" per check and
-// "N failures" last. The bound only ends a hung run.
-func runFormatsScript(t *testing.T, script, imports string, minChecks int) {
-	if out, err := exec.Command(debianPython, "-c", imports).CombinedOutput(); err != nil {
-		t.Fatalf("%s: Debian's Python packages missing (test.sh installs them): %v\n%s", imports, err, out)
-	}
-	up := mapServer(t)
-	load(t, siteConfig{upstream: up, tiles: `
-		upstream ` + up + `
-		storage ` + storeLines(storageDir(t)) + `
-		timeout 60s
-		neutral_params DPI MAP_RESOLUTION FORMAT_OPTIONS
-		services {
-			wmts /wmts
-			tms /tms
-			xyz /xyz
-		}
-		` + formatsLayers}.String())
-	origin := fmt.Sprintf("http://localhost:%d", httpPort)
-	cmd := exec.Command(debianPython, script, origin, up, "http://"+adminAddr+"/metrics")
-	cmd.Env = append(os.Environ(), "GDAL_HTTP_TIMEOUT=60", "CPL_DEBUG=OFF", "QT_QPA_PLATFORM=offscreen")
-	done := make(chan struct{})
-	var out []byte
-	var err error
-	start := time.Now()
-	go func() { out, err = cmd.CombinedOutput(); close(done) }()
-	const hung = 20 * time.Minute
-	select {
-	case <-done:
-	case <-time.After(hung):
-		cmd.Process.Kill()
-		<-done
-		t.Fatalf("%s did not finish in %v:\n%s", script, hung, out)
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	oks := 0
-	for _, l := range lines {
-		if strings.HasPrefix(l, "ok ") {
-			oks++
-		}
-	}
-	if err != nil || oks < minChecks || lines[len(lines)-1] != "0 failures" {
-		t.Fatalf("%s: %v, %d checks passed\n%s", script, err, oks, out)
-	}
-	t.Logf("%s: %d checks passed in %v\n%s", script, oks, time.Since(start).Round(time.Second), out)
+	runClientScript(t, "testdata/clients/formats.py", "import osgeo.gdal, qgis.core, numpy", formatsLayers, 60)
 }
