@@ -177,10 +177,9 @@ func Optimize(src []byte) ([]byte, error) {
 				comps = append(comps, component{id: c[0], h: h, v: v})
 			}
 			haveFrame = true
-		case m >= 0xc2 && m <= 0xcf && m != markerDHT && m != 0xc8 && m != 0xcc:
-			// Progressive, lossless, hierarchical or arithmetic frames.
-			return nil, ErrUnsupported
-		case m == 0xcc: // arithmetic conditioning
+		case m >= 0xc2 && m <= 0xcf && m != markerDHT && m != 0xc8:
+			// Progressive, lossless, hierarchical or arithmetic frames,
+			// and arithmetic conditioning (0xcc).
 			return nil, ErrUnsupported
 		case m == markerDRI:
 			if len(seg) != 2 {
