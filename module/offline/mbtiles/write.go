@@ -1,0 +1,330 @@
+// Package mbtiles writes and reads MBTiles 1.3 files of raster tiles
+// (https://github.com/mapbox/mbtiles-spec/blob/master/1.3/spec.md).
+//
+// MBTiles assumes the web mercator world grid (EPSG:3857, 2^z × 2^z tiles at
+// zoom z, rows counted from the bottom as TMS counts them); both Create and
+// Open refuse any other gridset. The cache's own rows also count from the
+// bottom (gridset.Index), so tile_row is the index's Y, whichever corner the
+// gridset's origin is at.
+//
+// The writer stores each distinct image once: tiles are rows of a `map`
+// table that point at rows of an `images` table, and `tiles` is a view
+// joining them, the layout MapProxy, mbutil and GeoWebCache use, which
+// every MBTiles reader reads through the view. Rendered maps repeat tiles
+// (open sea, empty land) by the thousand.
+package mbtiles
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"math"
+	"strconv"
+
+	"github.com/ncruces/go-sqlite3"
+
+	"github.com/tilecache/caddy-tilecache/module/gridset"
+	"github.com/tilecache/caddy-tilecache/module/offline/sqlitefile"
+	"github.com/tilecache/caddy-tilecache/module/offline/tilematrix"
+)
+
+// Metadata is what the metadata table says of the tile set. Zero fields
+// are filled in or left out as their comments say.
+type Metadata struct {
+	Name        string // required by the spec; "" → the file's base name is the caller's to give, "tiles" here
+	Description string
+	Attribution string
+	Version     string // the tile set's version, not the spec's
+	Type        string // "baselayer" (default) or "overlay"
+	// Format is png, jpg or webp (FormatOf maps the cache's formats).
+	Format string
+	// Bounds in WGS84 degrees; nil: the tiles of the highest zoom level
+	// written.
+	Bounds *gridset.BBox
+	// Center is longitude, latitude, zoom; nil: the middle of Bounds at
+	// the lowest zoom level written, where the whole area shows.
+	Center *[3]float64
+}
+
+// FormatOf is the MBTiles format of a tile format of the cache (a MIME
+// type, as imaging names them). The mixed formats (image/vnd.jpeg-png and
+// image/vnd.jpeg-png8: JPEG where a tile is opaque, PNG where it is not)
+// are written as png: a reader that trusts the metadata then keeps the
+// alpha channel the PNG tiles need, and every reader we know (GDAL,
+// MapLibre, QGIS) decodes each tile by its own signature anyway, so the
+// JPEG tiles still show.
+func FormatOf(mime string) (string, error) {
+	switch mime {
+	case "image/png", "image/png8", "image/vnd.jpeg-png", "image/vnd.jpeg-png8":
+		return "png", nil
+	case "image/jpeg":
+		return "jpg", nil
+	case "image/webp":
+		return "webp", nil
+	}
+	return "", fmt.Errorf("mbtiles: no MBTiles format for %q", mime)
+}
+
+// The schema. map has no rowid (its key is the tile's address, so a
+// second index would only repeat it); images' rowid is the tile_id the
+// map points at, and a unique index on the hash finds a repeated image.
+const schema = `
+CREATE TABLE metadata (name TEXT, value TEXT);
+CREATE UNIQUE INDEX metadata_name ON metadata (name);
+CREATE TABLE images (tile_id INTEGER PRIMARY KEY, tile_hash BLOB NOT NULL, tile_data BLOB NOT NULL);
+CREATE UNIQUE INDEX images_hash ON images (tile_hash);
+CREATE TABLE map (zoom_level INTEGER NOT NULL, tile_column INTEGER NOT NULL, tile_row INTEGER NOT NULL, tile_id INTEGER NOT NULL,
+  PRIMARY KEY (zoom_level, tile_column, tile_row)) WITHOUT ROWID;
+CREATE VIEW tiles AS SELECT map.zoom_level AS zoom_level, map.tile_column AS tile_column, map.tile_row AS tile_row, images.tile_data AS tile_data
+  FROM map JOIN images ON images.tile_id = map.tile_id;
+`
+
+// hashSize is how much of the image's SHA-256 is kept. A collision would
+// silently show one tile in another's place, so the hash is a
+// cryptographic one (SHA-256 runs at over 1 GB/s with the CPU's SHA
+// instructions: a few per cent of a tile's export); 128 bits leave the
+// chance of any collision among 10¹² tiles below 10⁻¹⁴, and 16 bytes
+// instead of 32 keep the index within the file-size budget.
+const hashSize = 16
+
+// Writer writes one MBTiles file. Not safe for concurrent use.
+type Writer struct {
+	b        *sqlitefile.Builder
+	g        *gridset.Gridset
+	md       Metadata
+	addImage *sqlite3.Stmt
+	findHash *sqlite3.Stmt
+	addMap   *sqlite3.Stmt
+	stats    Stats
+	levels   map[int]*gridset.Range // what was written, per level
+}
+
+// Stats counts what a writer wrote.
+type Stats struct {
+	Tiles      int64 // rows of map
+	Images     int64 // distinct images (rows of images)
+	Bytes      int64 // bytes of all tiles, before deduplication
+	ImageBytes int64 // bytes of the distinct images
+}
+
+// Create starts path (as path.partial until Close; sqlitefile) for tiles
+// of g, which must be the web mercator world grid.
+func Create(path string, g *gridset.Gridset, md Metadata) (*Writer, error) {
+	if err := tilematrix.CheckWebMercatorQuad(g, g.TileWidth, g.TileHeight); err != nil {
+		return nil, fmt.Errorf("mbtiles: %w", err)
+	}
+	switch md.Format {
+	case "png", "jpg", "webp":
+	default:
+		return nil, fmt.Errorf("mbtiles: format %q is not png, jpg or webp", md.Format)
+	}
+	switch md.Type {
+	case "":
+		md.Type = "baselayer"
+	case "baselayer", "overlay":
+	default:
+		return nil, fmt.Errorf("mbtiles: type %q is not baselayer or overlay", md.Type)
+	}
+	if md.Name == "" {
+		md.Name = "tiles"
+	}
+	b, err := sqlitefile.Create(path, 0)
+	if err != nil {
+		return nil, fmt.Errorf("mbtiles: %w", err)
+	}
+	w := &Writer{b: b, g: g, md: md, levels: map[int]*gridset.Range{}}
+	if err := w.init(); err != nil {
+		b.Abort()
+		return nil, fmt.Errorf("mbtiles: %w", err)
+	}
+	return w, nil
+}
+
+func (w *Writer) init() error {
+	if err := w.b.Exec(schema); err != nil {
+		return err
+	}
+	c := w.b.Conn()
+	var err error
+	if w.addImage, _, err = c.Prepare("INSERT OR IGNORE INTO images (tile_hash, tile_data) VALUES (?, ?)"); err != nil {
+		return err
+	}
+	if w.findHash, _, err = c.Prepare("SELECT tile_id FROM images WHERE tile_hash = ?"); err != nil {
+		return err
+	}
+	w.addMap, _, err = c.Prepare("INSERT INTO map (zoom_level, tile_column, tile_row, tile_id) VALUES (?, ?, ?, ?)")
+	return err
+}
+
+// Put writes one tile. A tile written twice is an error.
+func (w *Writer) Put(idx gridset.Index, data []byte) error {
+	if idx.Z < 0 || idx.Z >= len(w.g.Levels) || !w.g.GridRange(idx.Z).Contains(idx.X, idx.Y) {
+		return fmt.Errorf("mbtiles: tile %d/%d/%d is outside gridset %s", idx.Z, idx.X, idx.Y, w.g.Name)
+	}
+	if len(data) == 0 {
+		return fmt.Errorf("mbtiles: tile %d/%d/%d is empty", idx.Z, idx.X, idx.Y)
+	}
+	if err := w.b.Begin(); err != nil {
+		return err
+	}
+	id, err := w.image(data)
+	if err != nil {
+		return fmt.Errorf("mbtiles: tile %d/%d/%d: %w", idx.Z, idx.X, idx.Y, err)
+	}
+	st := w.addMap
+	st.BindInt(1, idx.Z)
+	st.BindInt64(2, idx.X)
+	st.BindInt64(3, idx.Y) // TMS row: counted from the bottom, as the index is
+	st.BindInt64(4, id)
+	if err := st.Exec(); err != nil {
+		return fmt.Errorf("mbtiles: tile %d/%d/%d: %w", idx.Z, idx.X, idx.Y, err)
+	}
+	w.stats.Tiles++
+	w.stats.Bytes += int64(len(data))
+	r := w.levels[idx.Z]
+	if r == nil {
+		w.levels[idx.Z] = &gridset.Range{MinX: idx.X, MinY: idx.Y, MaxX: idx.X, MaxY: idx.Y}
+	} else {
+		r.MinX, r.MinY = min(r.MinX, idx.X), min(r.MinY, idx.Y)
+		r.MaxX, r.MaxY = max(r.MaxX, idx.X), max(r.MaxY, idx.Y)
+	}
+	return w.b.Added(len(data))
+}
+
+// image stores data unless an identical image is stored, and returns its id.
+func (w *Writer) image(data []byte) (int64, error) {
+	sum := sha256.Sum256(data)
+	h := sum[:hashSize]
+	st := w.addImage
+	st.BindBlob(1, h)
+	st.BindBlob(2, data)
+	if err := st.Exec(); err != nil {
+		return 0, err
+	}
+	c := w.b.Conn()
+	if c.Changes() == 1 {
+		w.stats.Images++
+		w.stats.ImageBytes += int64(len(data))
+		return c.LastInsertRowID(), nil
+	}
+	f := w.findHash
+	defer f.Reset()
+	f.BindBlob(1, h)
+	if !f.Step() {
+		if err := f.Err(); err != nil {
+			return 0, err
+		}
+		return 0, fmt.Errorf("image hash ignored but not found")
+	}
+	return f.ColumnInt64(0), nil
+}
+
+// Stats is what has been written so far.
+func (w *Writer) Stats() Stats { return w.stats }
+
+// Close writes the metadata, checks the file and gives it its name. On an
+// error nothing is left under either name.
+func (w *Writer) Close() error {
+	for _, st := range []*sqlite3.Stmt{w.addImage, w.findHash, w.addMap} {
+		st.Close()
+	}
+	if err := w.writeMetadata(); err != nil {
+		w.b.Abort()
+		return fmt.Errorf("mbtiles: %w", err)
+	}
+	if err := w.b.Finish(w.check); err != nil {
+		return fmt.Errorf("mbtiles: %w", err)
+	}
+	return nil
+}
+
+// Abort gives up the file: nothing is left under either name.
+func (w *Writer) Abort() error {
+	for _, st := range []*sqlite3.Stmt{w.addImage, w.findHash, w.addMap} {
+		st.Close()
+	}
+	return w.b.Abort()
+}
+
+// check makes sure the file holds what was put, before it gets its name.
+func (w *Writer) check(c *sqlite3.Conn) error {
+	for _, q := range []struct {
+		sql  string
+		want int64
+	}{
+		{"SELECT count(*) FROM map", w.stats.Tiles},
+		{"SELECT count(*) FROM images", w.stats.Images},
+	} {
+		st, _, err := c.Prepare(q.sql)
+		if err != nil {
+			return err
+		}
+		st.Step()
+		n := st.ColumnInt64(0)
+		err = st.Close()
+		if err != nil {
+			return err
+		}
+		if n != q.want {
+			return fmt.Errorf("%s gave %d, %d were written", q.sql, n, q.want)
+		}
+	}
+	return nil
+}
+
+func (w *Writer) writeMetadata() error {
+	if err := w.b.Begin(); err != nil {
+		return err
+	}
+	minZ, maxZ := -1, -1
+	for z := range w.levels {
+		if minZ < 0 || z < minZ {
+			minZ = z
+		}
+		maxZ = max(maxZ, z)
+	}
+	md := w.md
+	rows := [][2]string{{"name", md.Name}, {"format", md.Format}, {"type", md.Type}}
+	for _, kv := range [][2]string{{"description", md.Description}, {"attribution", md.Attribution}, {"version", md.Version}} {
+		if kv[1] != "" {
+			rows = append(rows, kv)
+		}
+	}
+	if minZ >= 0 {
+		bounds := md.Bounds
+		if bounds == nil {
+			r := w.levels[maxZ]
+			lo := w.g.TileBBox(gridset.Index{Z: maxZ, X: r.MinX, Y: r.MinY})
+			hi := w.g.TileBBox(gridset.Index{Z: maxZ, X: r.MaxX, Y: r.MaxY})
+			b, _ := w.g.ToLonLat(lo.Union(hi))
+			bounds = &b
+		}
+		center := md.Center
+		if center == nil {
+			center = &[3]float64{(bounds.MinX + bounds.MaxX) / 2, (bounds.MinY + bounds.MaxY) / 2, float64(minZ)}
+		}
+		rows = append(rows,
+			[2]string{"minzoom", strconv.Itoa(minZ)},
+			[2]string{"maxzoom", strconv.Itoa(maxZ)},
+			[2]string{"bounds", fmt.Sprintf("%s,%s,%s,%s", num(bounds.MinX), num(bounds.MinY), num(bounds.MaxX), num(bounds.MaxY))},
+			[2]string{"center", fmt.Sprintf("%s,%s,%d", num(center[0]), num(center[1]), int(math.Round(center[2])))},
+		)
+	}
+	st, _, err := w.b.Conn().Prepare("INSERT INTO metadata (name, value) VALUES (?, ?)")
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	for _, kv := range rows {
+		st.BindText(1, kv[0])
+		st.BindText(2, kv[1])
+		if err := st.Exec(); err != nil {
+			return fmt.Errorf("metadata %s: %w", kv[0], err)
+		}
+	}
+	return nil
+}
+
+// num prints a coordinate in degrees to 10⁻⁷ (1 cm), so that the web
+// mercator world, which is ±179.99999997 after the round trip through its
+// rounded extent, reads ±180.
+func num(f float64) string { return strconv.FormatFloat(math.Round(f*1e7)/1e7, 'f', -1, 64) }
