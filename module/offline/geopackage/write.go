@@ -63,7 +63,7 @@ func Create(path string, g *gridset.Gridset, o Options) (*Writer, error) {
 	if o.Identifier == "" {
 		o.Identifier = o.Table
 	}
-	b, err := sqlitefile.Create(path, 0)
+	b, err := sqlitefile.Create(path, sqlitefile.TilePageSize)
 	if err != nil {
 		return nil, fmt.Errorf("geopackage: %w", err)
 	}

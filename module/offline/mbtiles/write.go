@@ -127,7 +127,7 @@ func Create(path string, g *gridset.Gridset, md Metadata) (*Writer, error) {
 	if md.Name == "" {
 		md.Name = "tiles"
 	}
-	b, err := sqlitefile.Create(path, 0)
+	b, err := sqlitefile.Create(path, sqlitefile.TilePageSize)
 	if err != nil {
 		return nil, fmt.Errorf("mbtiles: %w", err)
 	}

@@ -37,6 +37,15 @@ const (
 	batchBytes = 32 << 20
 )
 
+// TilePageSize is the page size of tile files: SQLite's largest. A tile
+// of a few KB then sits whole in a b-tree page beside others, where with
+// the default 4 KB pages it takes a page of its own and a part of
+// another, and 8 or 16 KB pages hold one or two such tiles and leave the
+// rest empty. Measured with 5 KB tiles (docs/offline.md): the file is
+// 3.3 % larger than its tiles with 4 KB pages, 65 % with 8 KB, 10 % with
+// 16 KB, 2.1 % with 64 KB, which is also the fastest to write.
+const TilePageSize = 65536
+
 // Builder is a SQLite file being written. It is not safe for concurrent
 // use: one goroutine writes a file.
 type Builder struct {

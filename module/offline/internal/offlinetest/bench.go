@@ -1,0 +1,94 @@
+package offlinetest
+
+import (
+	"bytes"
+	"encoding/binary"
+	"image"
+	"image/png"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tilecache/caddy-tilecache/module/gridset"
+)
+
+// BenchCount is the number of tiles a benchmark writes:
+// OFFLINE_BENCH_TILES, or 20,000 (enough for a rate; the memory figures
+// in docs/offline.md were taken with 1,000,000).
+func BenchCount() int {
+	if n, err := strconv.Atoi(os.Getenv("OFFLINE_BENCH_TILES")); err == nil && n > 0 {
+		return n
+	}
+	return 20_000
+}
+
+// BenchTiles makes tiles of a realistic size (size bytes: a rendered
+// 256×256 map tile is a few KB) cheaply: a real PNG signature and header,
+// so that the readers' checks pass, then random bytes that start with
+// the tile's number, so that no two tiles are alike and deduplication
+// does not flatter the file size.
+type BenchTiles struct {
+	pool [][]byte
+	buf  []byte
+}
+
+// NewBenchTiles prepares tiles of size bytes.
+func NewBenchTiles(size int) *BenchTiles {
+	var hdr bytes.Buffer
+	png.Encode(&hdr, image.NewGray(image.Rect(0, 0, 256, 256)))
+	head := hdr.Bytes()[:33] // signature and IHDR chunk
+	r := rand.New(rand.NewPCG(7, 8))
+	bt := &BenchTiles{}
+	for range 256 {
+		b := make([]byte, size)
+		copy(b, head)
+		for i := 33; i < size; i++ {
+			b[i] = byte(r.Uint32())
+		}
+		bt.pool = append(bt.pool, b)
+	}
+	bt.buf = make([]byte, size)
+	return bt
+}
+
+// Tile i, valid until the next call, and its place: level 12, column by
+// column, as the cache's keys come out of the store.
+func (bt *BenchTiles) Tile(i int) (gridset.Index, []byte) {
+	copy(bt.buf, bt.pool[i%len(bt.pool)])
+	binary.BigEndian.PutUint64(bt.buf[33:], uint64(i))
+	return gridset.Index{Z: 12, X: int64(i / 4096), Y: int64(i % 4096)}, bt.buf
+}
+
+// Meter reports a benchmark's rate, CPU time and peak memory.
+type Meter struct {
+	cpu0 time.Duration
+}
+
+// StartMeter starts measuring CPU time.
+func StartMeter() Meter { return Meter{cpu0: cpuTime()} }
+
+// Report adds tiles/s (wall clock, stretched by whatever else runs on
+// the machine), cpu-µs/tile (this process's own CPU time, stretched far
+// less), the peak RSS of the process and the heap in use now.
+func (m Meter) Report(b *testing.B, tiles int) {
+	b.StopTimer()
+	cpu := cpuTime() - m.cpu0
+	n := float64(tiles)
+	b.ReportMetric(n/b.Elapsed().Seconds(), "tiles/s")
+	b.ReportMetric(float64(cpu.Microseconds())/n, "cpu-µs/tile")
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	b.ReportMetric(float64(ru.Maxrss)/1024, "peak-RSS-MB")
+	b.ReportMetric(0, "ns/op")
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		panic(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

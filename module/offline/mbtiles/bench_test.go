@@ -1,0 +1,83 @@
+package mbtiles
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/tilecache/caddy-tilecache/module/gridset"
+	"github.com/tilecache/caddy-tilecache/module/offline/internal/offlinetest"
+)
+
+// BenchmarkExport writes OFFLINE_BENCH_TILES distinct 5 KB tiles and
+// reports the rate and the file's size over the tiles' bytes.
+func BenchmarkExport(b *testing.B) {
+	g := mercator(b)
+	n := offlinetest.BenchCount()
+	bt := offlinetest.NewBenchTiles(5000)
+	var size, data int64
+	m := offlinetest.StartMeter()
+	for b.Loop() {
+		path := filepath.Join(b.TempDir(), "bench.mbtiles")
+		w, err := Create(path, g, Metadata{Format: "png"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i := range n {
+			idx, tile := bt.Tile(i)
+			if err := w.Put(idx, tile); err != nil {
+				b.Fatal(err)
+			}
+		}
+		data = w.Stats().Bytes
+		if err := w.Close(); err != nil {
+			b.Fatal(err)
+		}
+		st, err := os.Stat(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		size = st.Size()
+		os.Remove(path)
+	}
+	m.Report(b, b.N*n)
+	b.ReportMetric(100*float64(size-data)/float64(data), "%-over-tile-bytes")
+}
+
+// BenchmarkImport reads such a file back through the reader's checks.
+func BenchmarkImport(b *testing.B) {
+	g := mercator(b)
+	n := offlinetest.BenchCount()
+	bt := offlinetest.NewBenchTiles(5000)
+	path := filepath.Join(b.TempDir(), "bench.mbtiles")
+	w, err := Create(path, g, Metadata{Format: "png"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range n {
+		idx, tile := bt.Tile(i)
+		if err := w.Put(idx, tile); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	m := offlinetest.StartMeter()
+	for b.Loop() {
+		r, err := Open(path, g)
+		if err != nil {
+			b.Fatal(err)
+		}
+		got := 0
+		if err := r.Each(func(gridset.Index, []byte) error { got++; return nil }); err != nil {
+			b.Fatal(err)
+		}
+		r.Close()
+		if got != n {
+			b.Fatalf("read %d tiles of %d", got, n)
+		}
+	}
+	m.Report(b, b.N*n)
+}
