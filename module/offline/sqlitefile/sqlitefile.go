@@ -54,6 +54,7 @@ type Builder struct {
 	inTx           bool
 	rows, bytes    int
 	done           bool
+	scratch        bool // a scratch database is attached
 }
 
 // Create starts a new file that will be called path once Finish succeeds.
@@ -62,7 +63,7 @@ type Builder struct {
 // default.
 func Create(path string, pageSize int) (*Builder, error) {
 	partial := path + PartialSuffix
-	for _, p := range []string{partial, partial + "-journal", partial + "-wal", partial + "-shm"} {
+	for _, p := range []string{partial, partial + "-journal", partial + "-wal", partial + "-shm", partial + scratchSuffix, partial + scratchSuffix + "-journal"} {
 		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("%s: %w", p, err)
 		}
@@ -166,6 +167,9 @@ func (b *Builder) finish(check func(*sqlite3.Conn) error) error {
 	if err := b.commit(); err != nil {
 		return err
 	}
+	if err := b.dropScratch(); err != nil {
+		return err
+	}
 	if check != nil {
 		if err := check(b.conn); err != nil {
 			return fmt.Errorf("%s: %w", b.partial, err)
@@ -227,7 +231,46 @@ func (b *Builder) Abort() error {
 	if errors.Is(err, os.ErrNotExist) {
 		err = nil
 	}
+	if b.scratch {
+		os.Remove(b.partial + scratchSuffix)
+	}
 	return err
+}
+
+// scratchSuffix names the scratch database beside the .partial.
+const scratchSuffix = "-scratch"
+
+// AttachScratch attaches a database named "scratch" that lives beside the
+// .partial for the build only: what the writer needs to look up while
+// writing (MBTiles' image hashes) and the finished file does not. It has
+// pages of pageSize bytes and a page cache of cacheKiB: random lookups in
+// a large index are cheaper in small pages, and the cache bounds the
+// memory it takes. Finish and Abort remove it.
+func (b *Builder) AttachScratch(pageSize, cacheKiB int, schema string) error {
+	st, _, err := b.conn.Prepare("ATTACH DATABASE ? AS scratch")
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	st.BindText(1, b.partial+scratchSuffix)
+	if err := st.Exec(); err != nil {
+		return fmt.Errorf("%s: %w", b.partial+scratchSuffix, err)
+	}
+	b.scratch = true
+	return b.Exec(fmt.Sprintf("PRAGMA scratch.page_size=%d; PRAGMA scratch.journal_mode=MEMORY; PRAGMA scratch.synchronous=OFF; PRAGMA scratch.cache_size=-%d; %s",
+		pageSize, cacheKiB, schema))
+}
+
+// dropScratch detaches and removes the scratch database.
+func (b *Builder) dropScratch() error {
+	if !b.scratch {
+		return nil
+	}
+	if err := b.Exec("DETACH DATABASE scratch"); err != nil {
+		return err
+	}
+	b.scratch = false
+	return os.Remove(b.partial + scratchSuffix)
 }
 
 func syncFile(path string) error {
