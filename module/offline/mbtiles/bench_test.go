@@ -11,10 +11,15 @@ import (
 
 // BenchmarkExport writes OFFLINE_BENCH_TILES distinct 5 KB tiles and
 // reports the rate and the file's size over the tiles' bytes.
-func BenchmarkExport(b *testing.B) {
+func BenchmarkExport(b *testing.B) { benchExport(b, 5000) }
+
+// BenchmarkExportMixed is the same with a rendered map's mix of sizes.
+func BenchmarkExportMixed(b *testing.B) { benchExport(b, 0) }
+
+func benchExport(b *testing.B, tileSize int) {
 	g := mercator(b)
 	n := offlinetest.BenchCount()
-	bt := offlinetest.NewBenchTiles(5000)
+	bt := offlinetest.NewBenchTiles(tileSize)
 	var size, data int64
 	m := offlinetest.StartMeter()
 	for b.Loop() {

@@ -37,14 +37,16 @@ const (
 	batchBytes = 32 << 20
 )
 
-// TilePageSize is the page size of tile files: SQLite's largest. A tile
-// of a few KB then sits whole in a b-tree page beside others, where with
-// the default 4 KB pages it takes a page of its own and a part of
-// another, and 8 or 16 KB pages hold one or two such tiles and leave the
-// rest empty. Measured with 5 KB tiles (docs/offline.md): the file is
-// 3.3 % larger than its tiles with 4 KB pages, 65 % with 8 KB, 10 % with
-// 16 KB, 2.1 % with 64 KB, which is also the fastest to write.
-const TilePageSize = 65536
+// TilePageSize is the page size of tile files: SQLite's default, which
+// measured best over a rendered map's mix of tile sizes. SQLite keeps a
+// blob whole in a b-tree page when it fits and leaves the rest of the
+// page empty when the next does not; with small pages a tile of a few KB
+// instead has a small head in the page and its body in full overflow
+// pages. Measured (docs/offline.md), the file over its tiles' bytes, 5 KB
+// tiles / a mix of 100 B and 5–30 KB: 4 KB pages 2.8–3.0 % / 4.4 %;
+// 16 KB 9.7 % / 18 %; 64 KB 1.5–2.1 % / 20 %; 2 KB 2.8–3.0 % / 2.3 %, but
+// at one and a half times the CPU a tile.
+const TilePageSize = 4096
 
 // Builder is a SQLite file being written. It is not safe for concurrent
 // use: one goroutine writes a file.

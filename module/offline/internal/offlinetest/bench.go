@@ -35,7 +35,8 @@ type BenchTiles struct {
 	buf  []byte
 }
 
-// NewBenchTiles prepares tiles of size bytes.
+// NewBenchTiles prepares tiles of size bytes; size 0 mixes sizes as a
+// rendered map does: a fifth of 100 bytes (flat colour), the rest 5–30 KB.
 func NewBenchTiles(size int) *BenchTiles {
 	var hdr bytes.Buffer
 	png.Encode(&hdr, image.NewGray(image.Rect(0, 0, 256, 256)))
@@ -43,23 +44,32 @@ func NewBenchTiles(size int) *BenchTiles {
 	r := rand.New(rand.NewPCG(7, 8))
 	bt := &BenchTiles{}
 	for range 256 {
-		b := make([]byte, size)
+		n := size
+		if size == 0 {
+			n = 100
+			if r.IntN(5) != 0 {
+				n = 5_000 + r.IntN(25_000)
+			}
+		}
+		b := make([]byte, n)
 		copy(b, head)
-		for i := 33; i < size; i++ {
+		for i := 33; i < n; i++ {
 			b[i] = byte(r.Uint32())
 		}
 		bt.pool = append(bt.pool, b)
 	}
-	bt.buf = make([]byte, size)
+	bt.buf = make([]byte, 30_000)
 	return bt
 }
 
 // Tile i, valid until the next call, and its place: level 12, column by
 // column, as the cache's keys come out of the store.
 func (bt *BenchTiles) Tile(i int) (gridset.Index, []byte) {
-	copy(bt.buf, bt.pool[i%len(bt.pool)])
-	binary.BigEndian.PutUint64(bt.buf[33:], uint64(i))
-	return gridset.Index{Z: 12, X: int64(i / 4096), Y: int64(i % 4096)}, bt.buf
+	src := bt.pool[i%len(bt.pool)]
+	buf := bt.buf[:len(src)]
+	copy(buf, src)
+	binary.BigEndian.PutUint64(buf[33:], uint64(i))
+	return gridset.Index{Z: 12, X: int64(i / 4096), Y: int64(i % 4096)}, buf
 }
 
 // Meter reports a benchmark's rate, CPU time and peak memory.
