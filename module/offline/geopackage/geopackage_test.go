@@ -168,6 +168,16 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
+// TestEmpty: an export of nothing is a valid file that reads as nothing.
+func TestEmpty(t *testing.T) {
+	g := builtin("EPSG:4326")
+	path := offlinetest.TempFile(t, "empty.gpkg")
+	write(t, path, g, nil)
+	if got := readAll(t, path, g); len(got) != 0 {
+		t.Errorf("%d tiles", len(got))
+	}
+}
+
 func TestRefusals(t *testing.T) {
 	swiss, err := gridset.New(gridset.Config{Name: "CH", SRS: "EPSG:2056", Extent: [4]float64{2420000, 1030000, 2932000, 1286000}, Resolutions: []float64{1000, 500}})
 	if err != nil {

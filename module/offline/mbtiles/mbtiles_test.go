@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"image"
 	"image/color"
+	"image/jpeg"
 	"image/png"
 	"math"
 	"os"
@@ -336,6 +337,18 @@ func TestGDALReads(t *testing.T) {
 	g := mercator(t)
 	path := offlinetest.TempFile(t, "gdal.mbtiles")
 	tiles, _ := pyramid(g, 3)
+	// A mixed tile set (image/vnd.jpeg-png): one tile is JPEG, the
+	// metadata says png, and GDAL decodes the tile by its bytes.
+	jpegIdx := gridset.Index{Z: 3, X: 7, Y: 2}
+	img, _, err := image.Decode(bytes.NewReader(tiles[jpegIdx]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var jb bytes.Buffer
+	if err := jpeg.Encode(&jb, img, &jpeg.Options{Quality: 90}); err != nil {
+		t.Fatal(err)
+	}
+	tiles[jpegIdx] = jb.Bytes()
 	write(t, path, g, tiles)
 	info := offlinetest.Run(t, "gdalinfo", path)
 	for _, want := range []string{"Driver: MBTiles/MBTiles", "Size is 2048, 2048", "Overviews: 1024x1024, 512x512, 256x256",
@@ -361,6 +374,39 @@ func TestGDALReads(t *testing.T) {
 		if want := offlinetest.RGBA(t, tiles[c.idx]); !bytes.Equal(got, want) {
 			t.Errorf("tile %v read through GDAL differs from the tile written", c.idx)
 		}
+	}
+	// libjpeg and Go's decoder upsample a JPEG's colour differently,
+	// which at the marker's sharp edge is tens of levels on a few pixels;
+	// on average they agree within a level or two, where a misplaced tile
+	// (another colour everywhere) differs by tens.
+	b := g.TileBBox(jpegIdx)
+	got := offlinetest.GDALPixels(t, path, b.MinX, b.MaxY, 256, 256, -1)
+	want := offlinetest.RGBA(t, tiles[jpegIdx])
+	sum := 0
+	for i := range want {
+		d := int(got[i]) - int(want[i])
+		sum += max(d, -d)
+	}
+	if mean := float64(sum) / float64(len(want)); mean > 2 {
+		t.Errorf("JPEG tile %v read through GDAL differs by %.1f levels on average", jpegIdx, mean)
+	}
+}
+
+// TestEmpty: an export of nothing is a valid file that reads as nothing.
+func TestEmpty(t *testing.T) {
+	path := offlinetest.TempFile(t, "empty.mbtiles")
+	write(t, path, mercator(t), nil)
+	r, err := Open(path, mercator(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	n := 0
+	if err := r.Each(func(gridset.Index, []byte) error { n++; return nil }); err != nil || n != 0 {
+		t.Errorf("%d tiles, %v", n, err)
+	}
+	if r.Metadata()["format"] != "png" || r.Format() != "" {
+		t.Errorf("metadata %v, format %q", r.Metadata(), r.Format())
 	}
 }
 

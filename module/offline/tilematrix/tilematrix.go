@@ -126,13 +126,14 @@ func (s *Set) Match(f Found) (map[int]int, error) {
 	if f.EPSG == 0 || !gridset.SameSRS(f.EPSG, g.SRS) {
 		return nil, fmt.Errorf("SRS %s is not gridset %s's EPSG:%d", f.SRS, g.Name, s.EPSG)
 	}
-	if len(f.Levels) == 0 {
-		return nil, fmt.Errorf("no tile matrix levels")
-	}
 	// The origin is what places every tile; a tenth of the finest pixel
 	// absorbs the digits writers round the web mercator extent to
-	// (20037508.34 here, 20037508.342789244 in GDAL).
-	finest := math.Inf(1)
+	// (20037508.34 here, 20037508.342789244 in GDAL). A file without
+	// levels (an empty tile set) is held to the gridset's finest.
+	finest := g.Levels[len(g.Levels)-1].Resolution
+	if len(f.Levels) > 0 {
+		finest = math.Inf(1)
+	}
 	for _, l := range f.Levels {
 		finest = math.Min(finest, math.Min(l.PixelX, l.PixelY))
 	}

@@ -72,7 +72,7 @@ func TestMatch(t *testing.T) {
 			f.Levels = []FoundLevel{l}
 			return f
 		}, "is no level of gridset"},
-		"no levels": {func(f Found) Found { f.Levels = nil; return f }, "no tile matrix levels"},
+		"no levels, origin": {func(f Found) Found { f.Levels = nil; f.BBox.MaxY -= 1; return f }, "tile matrix origin"},
 	} {
 		_, err := s.Match(c.f(ok))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
