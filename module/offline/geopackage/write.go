@@ -106,7 +106,8 @@ func (w *Writer) init() error {
 	return err
 }
 
-// Put writes one tile. A tile written twice is an error.
+// Put writes one tile. A tile written twice is an error. After an error
+// the file is not to be finished: Abort it.
 func (w *Writer) Put(idx gridset.Index, data []byte) error {
 	if !w.set.Contains(idx) {
 		return fmt.Errorf("geopackage: tile %d/%d/%d is outside gridset %s", idx.Z, idx.X, idx.Y, w.set.Gridset.Name)

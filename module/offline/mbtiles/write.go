@@ -175,7 +175,8 @@ func (w *Writer) init() error {
 	return err
 }
 
-// Put writes one tile. A tile written twice is an error.
+// Put writes one tile. A tile written twice is an error. After an error
+// the file is not to be finished: Abort it.
 func (w *Writer) Put(idx gridset.Index, data []byte) error {
 	if idx.Z < 0 || idx.Z >= len(w.g.Levels) || !w.g.GridRange(idx.Z).Contains(idx.X, idx.Y) {
 		return fmt.Errorf("mbtiles: tile %d/%d/%d is outside gridset %s", idx.Z, idx.X, idx.Y, w.g.Name)

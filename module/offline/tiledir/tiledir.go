@@ -87,7 +87,7 @@ func Open(root string, g *gridset.Gridset, o Options) (*Reader, error) {
 var extensions = map[string]bool{"png": true, "jpg": true, "jpeg": true, "webp": true}
 
 // Skipped counts the files Each passed over as not tiles: names that do
-// not fit the layout, or not of an image extension.
+// not fit the layout, not of an image extension, or not regular files.
 func (r *Reader) Skipped() int64 { return r.skipped }
 
 // Each calls fn with every tile of the tree, in lexical path order, its
@@ -102,7 +102,11 @@ func (r *Reader) Each(fn func(idx gridset.Index, data []byte) error) error {
 		if err != nil {
 			return err
 		}
-		if d.IsDir() || !d.Type().IsRegular() {
+		if d.IsDir() {
+			return nil
+		}
+		if !d.Type().IsRegular() { // symbolic links, sockets: not followed
+			r.skipped++
 			return nil
 		}
 		rel, err := filepath.Rel(r.root, path)
