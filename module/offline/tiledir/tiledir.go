@@ -86,7 +86,7 @@ func Open(root string, g *gridset.Gridset, o Options) (*Reader, error) {
 // not a tile and is skipped.
 var extensions = map[string]bool{"png": true, "jpg": true, "jpeg": true, "webp": true}
 
-// Skipped counts the files Each passed over as not tiles: names that do
+// Skipped counts the files the last Each passed over as not tiles: names that do
 // not fit the layout, not of an image extension, or not regular files.
 func (r *Reader) Skipped() int64 { return r.skipped }
 
@@ -98,6 +98,7 @@ func (r *Reader) Skipped() int64 { return r.skipped }
 // is returned as it is.
 func (r *Reader) Each(fn func(idx gridset.Index, data []byte) error) error {
 	var buf []byte
+	r.skipped = 0 // Skipped counts the last walk: an importer walks twice
 	return filepath.WalkDir(r.root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
