@@ -39,6 +39,9 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		max_list_lines <n>
 //		checkpoint_interval <duration>
 //		trusted_origins <origin>...   (may POST from a browser on another origin)
+//		offline_dir <path>          (where uploads wait while imported)
+//		import_root <path>          (what an import may read on the server)
+//		max_import <size>           (bytes of an uploaded file)
 //	}
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next()
@@ -91,6 +94,17 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				err = fmt.Errorf("%s is too large", val)
 			}
 			h.MaxBody = int64(n)
+		case "offline_dir":
+			h.OfflineDir = val
+		case "import_root":
+			h.ImportRoot = val
+		case "max_import":
+			var n uint64
+			n, err = humanize.ParseBytes(val)
+			if err == nil && n > 1<<50 {
+				err = fmt.Errorf("%s is too large", val)
+			}
+			h.MaxImport = int64(n)
 		case "max_tasks":
 			h.MaxTasks, err = strconv.Atoi(val)
 		case "max_tiles_per_task":

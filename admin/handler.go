@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -63,12 +64,23 @@ type Handler struct {
 	// another origin (scheme://host[:port]); every other cross-origin
 	// POST is refused with 403.
 	TrustedOrigins []string `json:"trusted_origins,omitempty"`
+	// OfflineDir is where uploaded files wait while they are imported
+	// (rest/import). Default: tile_cache/offline/<cache> in Caddy's data
+	// directory.
+	OfflineDir string `json:"offline_dir,omitempty"`
+	// ImportRoot is the server directory whose files and directory trees
+	// an import may name (from=); unset, only uploads are imported.
+	ImportRoot string `json:"import_root,omitempty"`
+	// MaxImport bounds the bytes of an uploaded file (else 413). Default
+	// 64 GiB.
+	MaxImport int64 `json:"max_import,omitempty"`
 
-	engine *seeder.Engine
-	app    *tilecache.App
-	log    *zap.Logger
-	bound  *bound // the cache, once known; a pointer so the module stays copyable
-	csrf   *http.CrossOriginProtection
+	engine  *seeder.Engine
+	imports *sync.Mutex // one import at a time
+	app     *tilecache.App
+	log     *zap.Logger
+	bound   *bound // the cache, once known; a pointer so the module stays copyable
+	csrf    *http.CrossOriginProtection
 }
 
 // bound is the cache the interface works on, set once.
@@ -94,6 +106,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err // before the engine is acquired
 	}
 	h.csrf = http.NewCrossOriginProtection()
+	h.imports = new(sync.Mutex)
 	for _, o := range h.TrustedOrigins {
 		if err := h.csrf.AddTrustedOrigin(o); err != nil {
 			return fmt.Errorf("tile_cache_admin: trusted_origins: %v", err)
@@ -176,6 +189,12 @@ func (h *Handler) setDefaults() {
 	if h.MaxTilesPerTask == 0 {
 		h.MaxTilesPerTask = defaultMaxTilesPerTask
 	}
+	if h.MaxImport == 0 {
+		h.MaxImport = defaultMaxImport
+	}
+	if h.OfflineDir == "" {
+		h.OfflineDir = filepath.Join(caddy.AppDataDir(), "tile_cache", "offline", h.Cache)
+	}
 }
 
 // Validate checks the configuration.
@@ -207,7 +226,7 @@ func (h *Handler) Cleanup() error {
 
 // route is where a request goes under /rest/.
 type route struct {
-	kind   string // "listing", "seed", "tilelist", "kill", "masstruncate", "task", "layers", "usage", "diskquota"
+	kind   string // "listing", "seed", "tilelist", "kill", "masstruncate", "task", "layers", "usage", "diskquota", "import"
 	layer  string // "" for all layers
 	format string // "json" or "xml" where the path has one
 	id     int64
@@ -299,6 +318,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 			return nil
 		}
 		return h.usage(w)
+	case "import": // an extension (import.go)
+		if !allow(w, r, http.MethodPost, http.MethodPut) {
+			return nil
+		}
+		if !h.knownLayer(w, rt.layer) {
+			return nil
+		}
+		return h.importTiles(w, r, rt)
 	case "diskquota": // diskquota.go
 		if !allow(w, r, http.MethodGet, http.MethodPut) {
 			return nil
@@ -330,6 +357,16 @@ func parsePath(escaped string) (route, bool, error) {
 		return route{kind: "usage"}, true, nil
 	case rest == "diskquota" || rest == "diskquota.xml" || rest == "diskquota.json":
 		return route{kind: "diskquota", format: strings.TrimPrefix(strings.TrimPrefix(rest, "diskquota"), ".")}, true, nil
+	case strings.HasPrefix(rest, "import/"):
+		seg := strings.TrimPrefix(rest, "import/")
+		name, err := url.PathUnescape(seg)
+		if err != nil || name == "" || strings.ContainsAny(name, "/\x00") {
+			return route{}, true, fmt.Errorf("bad layer name %q", truncated(seg))
+		}
+		if len(name) > maxLayerNameLength {
+			return route{}, true, fmt.Errorf("no such layer: the name is longer than %d bytes", maxLayerNameLength)
+		}
+		return route{kind: "import", layer: name}, true, nil
 	case strings.HasPrefix(rest, "tasks/"):
 		// tasks/<id>.json, as the seed POST's Location names it, or
 		// tasks/<id>: one resource.

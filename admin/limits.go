@@ -26,14 +26,17 @@ const (
 	defaultMaxListLines = 50_000_000
 	// A parameter's name or value in a seed request, in bytes.
 	defaultMaxParamLength = 1024
+	// An uploaded file for rest/import: a country's MBTiles to level 16
+	// is a few GB, a continent's tens.
+	defaultMaxImport = 64 << 30
 	// A layer name in a path or a mass truncate request, in bytes.
 	maxLayerNameLength = 1024
 )
 
 // validateLimits rejects negative limits (0 is the default).
 func (h *Handler) validateLimits() error {
-	if h.MaxBody < 0 || h.MaxTasks < 0 || h.MaxTilesPerTask < 0 || h.MaxParamLength < 0 || h.MaxListLines < 0 {
-		return errors.New("tile_cache_admin: max_body, max_tasks, max_tiles_per_task, max_param_length and max_list_lines must not be negative")
+	if h.MaxBody < 0 || h.MaxTasks < 0 || h.MaxTilesPerTask < 0 || h.MaxParamLength < 0 || h.MaxListLines < 0 || h.MaxImport < 0 {
+		return errors.New("tile_cache_admin: max_body, max_tasks, max_tiles_per_task, max_param_length, max_list_lines and max_import must not be negative")
 	}
 	return nil
 }
