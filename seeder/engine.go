@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -29,6 +31,8 @@ type Config struct {
 	History int
 	// CheckpointInterval is how often running tasks' progress is saved.
 	CheckpointInterval time.Duration
+	// ExportDir is where export tasks write their files.
+	ExportDir string
 }
 
 // Engine runs the tasks of one named cache. It outlives config reloads (it
@@ -176,6 +180,10 @@ func (e *Engine) Detach(c *tilecache.Cache) {
 	}
 }
 
+// ErrExportClustered: export tasks do not run on a clustered cache yet
+// (their write phase is one node's; see docs/offline.md).
+var ErrExportClustered = errors.New("exports are not available on a clustered cache yet")
+
 // errNoCache: the engine is not attached to any cache (its config is
 // gone, or not started yet).
 var errNoCache = errors.New("the tile cache is not available")
@@ -271,6 +279,9 @@ func (e *Engine) Submit(spec Spec) (*Task, error) {
 	}
 	t.iter = newPlan(&t.Spec, int64(l.MetaWidth), int64(l.MetaHeight))
 	if reg != nil {
+		if spec.Export != nil {
+			return nil, ErrExportClustered
+		}
 		if err := e.submitShared(reg, t); err != nil {
 			return nil, err
 		}
@@ -310,7 +321,7 @@ func (e *Engine) scheduleLocked() {
 				next = t
 				break
 			}
-			if t.cl == nil && t.workers == 0 && t.iter.done() && !t.killed.Load() {
+			if t.cl == nil && t.workers == 0 && t.iter.done() && !t.killed.Load() && !t.exp.writing {
 				// Nothing left and nobody at work: done (a task of no tiles).
 				next = t
 				break
@@ -438,6 +449,12 @@ func (e *Engine) finishLocked(t *Task) {
 		e.finishShareLocked(t)
 		return
 	}
+	if t.Spec.Export != nil && !t.killed.Load() && !t.exp.written {
+		if !t.exp.writing {
+			e.startWriteLocked(t) // it finishes the task when the file is written
+		}
+		return
+	}
 	e.removeActiveLocked(t)
 	t.finished = time.Now()
 	t.cancel() // frees the task's context; it is done
@@ -448,12 +465,25 @@ func (e *Engine) finishLocked(t *Task) {
 	}
 	e.history = append(e.history, t)
 	var evicted []int64
+	var files []string
 	for len(e.history) > e.cfg.History {
-		evicted = append(evicted, e.history[0].ID)
-		delete(e.byID, e.history[0].ID)
+		old := e.history[0]
+		evicted = append(evicted, old.ID)
+		if old.Spec.Export != nil && e.cfg.ExportDir != "" {
+			// An export's file goes with its task: the history bounds the directory.
+			files = append(files, filepath.Join(e.cfg.ExportDir, exportName(old.ID, old.Spec.Export)))
+		}
+		delete(e.byID, old.ID)
 		e.history = e.history[1:]
 	}
-	go e.saveFinal(t, evicted) // outside e.mu: it writes to disk
+	go func() { // outside e.mu: it writes to disk
+		e.saveFinal(t, evicted)
+		for _, f := range files {
+			if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+				e.log.Warn("removing an export file failed", zap.String("file", f), zap.Error(err))
+			}
+		}
+	}()
 	e.log.Info("task finished", zap.Int64("id", t.ID), zap.Stringer("state", t.state),
 		zap.Int64("processed", t.processed.Load()), zap.Int64("total", t.Total),
 		zap.Int64("failed_tiles", t.failedTiles.Load()))
@@ -495,6 +525,12 @@ func (e *Engine) runUnit(t *Task, u unit, fetched func()) (outcome, error) {
 	if t.Spec.Type == Truncate {
 		return e.truncateUnit(t, c, u)
 	}
+	if t.Spec.Export != nil && t.Spec.Export.CachedOnly {
+		// Nothing to fetch: the write phase takes what is stored.
+		fetched()
+		t.processed.Add(u.size())
+		return outcome{processed: u.size()}, nil
+	}
 	if !t.Spec.AllParams {
 		return e.seedUnit(t, c, u, t.Spec.Params, fetched)
 	}
@@ -525,7 +561,7 @@ func (e *Engine) seedUnit(t *Task, c *tilecache.Cache, u unit, p params.Values, 
 	}
 	set := store.Set{Layer: l.Name, Gridset: g.Name, Format: f.Name, Params: p.Hash()}
 	first := gridset.Index{X: u.tiles.MinX, Y: u.tiles.MinY, Z: u.z}
-	if t.Spec.Type == Seed && e.allFresh(c, l, set, u) {
+	if (t.Spec.Type == Seed || t.Spec.Type == Export) && e.allFresh(c, l, set, u) {
 		t.processed.Add(n)
 		return outcome{processed: n}, nil
 	}

@@ -77,6 +77,8 @@ type saved struct {
 	// or the registry's tasks/<id>/data), since the record is rewritten
 	// at every checkpoint and a geometry or a list never changes.
 	Data string `json:",omitempty"`
+	// Export is an export task's file.
+	Export *ExportSpec `json:",omitempty"`
 
 	Total       int64
 	State       State
@@ -98,7 +100,8 @@ func (t *Task) savedLocked() saved {
 		Type: t.Spec.Type, ZoomStart: t.Spec.ZoomStart, ZoomStop: t.Spec.ZoomStop, Ranges: t.Spec.Ranges,
 		Bounds: t.Spec.Bounds, Threads: t.Spec.Threads, Retry: t.Spec.Retry, Sets: t.Spec.Sets,
 		AllParams: t.Spec.AllParams, GeometrySRS: t.Spec.GeometrySRS, Buffer: t.Spec.Buffer, Data: t.Spec.dataKind(),
-		Total: t.Total, State: t.state, Failures: t.failures.Load(),
+		Export: t.Spec.Export,
+		Total:  t.Total, State: t.state, Failures: t.failures.Load(),
 		Created: t.created, Started: t.started, Finished: t.finished, LastError: t.lastErr, Reason: t.reason,
 	}
 	if t.state == Done || t.state == Aborted {
@@ -221,7 +224,10 @@ func restore(engine context.Context, c *tilecache.Cache, id int64, r saved, data
 		Layer: r.Layer, Gridset: r.Gridset, Format: r.Format, Type: r.Type,
 		ZoomStart: r.ZoomStart, ZoomStop: r.ZoomStop, Ranges: r.Ranges, Bounds: r.Bounds,
 		Threads: r.Threads, Retry: r.Retry, Sets: r.Sets, AllParams: r.AllParams,
-		GeometrySRS: r.GeometrySRS, Buffer: r.Buffer,
+		GeometrySRS: r.GeometrySRS, Buffer: r.Buffer, Export: r.Export,
+	}
+	if r.Export != nil && r.State == Done {
+		t.exp.written = true // its file was written before the restart
 	}
 	t.processed.Store(r.Processed)
 	t.failedTiles.Store(r.FailedTiles)

@@ -173,6 +173,7 @@ func (e *Engine) Info(id int64) (Info, bool, error) {
 		LastError: t.lastErr, Reason: t.reason, Created: t.created,
 	}
 	t.Spec.extensions(&in)
+	in.Export = t.exportInfo(state)
 	if !t.started.IsZero() {
 		s := t.started
 		in.Started = &s

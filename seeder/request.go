@@ -48,6 +48,10 @@ type Request struct {
 	Buffer *float64
 	// AllParams: a truncate or reseed of every parameter set stored.
 	AllParams bool
+	// ExportFormat is the file of type export: mbtiles or gpkg;
+	// CachedOnly writes what is cached without seeding first.
+	ExportFormat string
+	CachedOnly   bool
 }
 
 // MaxBuffer bounds a polygon's buffer, in pixels: a label is rarely
@@ -156,6 +160,9 @@ func (e *Engine) Resolve(layer string, r Request) (Spec, error) {
 	if s.Params, err = l.Params.Normalize(r.Params); err != nil {
 		return Spec{}, bad("%v", err)
 	}
+	if err := resolveExportRequest(&s, r, g, f); err != nil {
+		return Spec{}, err
+	}
 	if r.ThreadCount != nil {
 		s.Threads = *r.ThreadCount
 	}
@@ -188,6 +195,25 @@ func (e *Engine) Resolve(layer string, r Request) (Spec, error) {
 		s.Retry.MaxFailures = max(0, *r.MaxFailures)
 	}
 	return s, nil
+}
+
+// resolveExportRequest sets up an export's file, and refuses its fields
+// on any other type.
+func resolveExportRequest(s *Spec, r Request, g *tilecache.Grid, f *tilecache.Format) error {
+	if s.Type != Export {
+		if r.ExportFormat != "" || r.CachedOnly {
+			return bad("exportFormat and cachedOnly are for type export")
+		}
+		return nil
+	}
+	if r.AllParams {
+		return bad("allParameters is for truncate and reseed: an export writes the tiles of one parameter set")
+	}
+	if r.ExportFormat == "" {
+		return bad("exportFormat is required for type export: mbtiles or gpkg")
+	}
+	s.Export = &ExportSpec{Kind: strings.ToLower(r.ExportFormat), CachedOnly: r.CachedOnly}
+	return resolveExport(s.Export, g, f)
 }
 
 // maxRetryWait bounds a seed request's tileFailureRetryWaitTime: a longer

@@ -27,6 +27,8 @@ const (
 	Seed Type = iota
 	Reseed
 	Truncate
+	// Export seeds an area, then writes its tiles into a file (export.go).
+	Export
 )
 
 // ParseType reads the seed request's type field.
@@ -38,12 +40,14 @@ func ParseType(s string) (Type, error) {
 		return Reseed, nil
 	case "truncate":
 		return Truncate, nil
+	case "export":
+		return Export, nil
 	}
-	return 0, fmt.Errorf("unknown type %q: one of seed, reseed, truncate is expected", s)
+	return 0, fmt.Errorf("unknown type %q: one of seed, reseed, truncate, export is expected", s)
 }
 
 func (t Type) String() string {
-	return [...]string{"SEED", "RESEED", "TRUNCATE"}[t]
+	return [...]string{"SEED", "RESEED", "TRUNCATE", "EXPORT"}[t]
 }
 
 // State is a task's status code in the REST contract.
@@ -106,6 +110,8 @@ type Spec struct {
 	gridSRS     int
 	// A tile list task's tiles are List's (Ranges is then unused).
 	List *tilelist.List
+	// Export is set for an export task: the file it writes.
+	Export *ExportSpec
 }
 
 // setGeometry makes geom (in g's CRS) the task's polygon.
@@ -173,6 +179,7 @@ type Task struct {
 
 	iter plan
 	cp   checkpoint
+	exp  exportState // an export's write phase (export.go), under the engine's mutex
 	// cl is this node's share of a clustered task (share.go), which hands
 	// out and counts its metatiles instead of iter and cp; nil otherwise.
 	cl *share
@@ -261,6 +268,8 @@ type Info struct {
 	AllParameters bool            `json:"allParameters,omitempty"`
 	ParameterSets int             `json:"parameterSets,omitempty"`
 	ListTiles     int64           `json:"listTiles,omitempty"`
+	// An export task's phase, counts and file (export.go).
+	Export *ExportInfo `json:"export,omitempty"`
 }
 
 // extensions fills in Info's extensions from the spec.

@@ -50,12 +50,9 @@ type Writer struct {
 // of g, which must be in EPSG:4326 or web mercator and have one extent
 // for all levels (tilematrix.New).
 func Create(path string, g *gridset.Gridset, o Options) (*Writer, error) {
-	set, err := tilematrix.New(g)
+	set, err := supported(g)
 	if err != nil {
-		return nil, fmt.Errorf("geopackage: %w", err)
-	}
-	if set.EPSG != 4326 && set.EPSG != 3857 {
-		return nil, fmt.Errorf("geopackage: gridset %s is EPSG:%d; GeoPackage export supports EPSG:4326 and web mercator", g.Name, g.SRS)
+		return nil, err
 	}
 	if o.Table == "" {
 		o.Table = "tiles"
@@ -73,6 +70,24 @@ func Create(path string, g *gridset.Gridset, o Options) (*Writer, error) {
 		return nil, fmt.Errorf("geopackage: %w", err)
 	}
 	return w, nil
+}
+
+// Supports reports why tiles of g cannot be written, or nil: Create's
+// checks, for a request to be refused before any work.
+func Supports(g *gridset.Gridset) error {
+	_, err := supported(g)
+	return err
+}
+
+func supported(g *gridset.Gridset) (*tilematrix.Set, error) {
+	set, err := tilematrix.New(g)
+	if err != nil {
+		return nil, fmt.Errorf("geopackage: %w", err)
+	}
+	if set.EPSG != 4326 && set.EPSG != 3857 {
+		return nil, fmt.Errorf("geopackage: gridset %s is EPSG:%d; GeoPackage export supports EPSG:4326 and web mercator", g.Name, g.SRS)
+	}
+	return set, nil
 }
 
 func (w *Writer) init() error {
