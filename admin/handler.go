@@ -129,7 +129,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	h.app = app
 	h.bound = new(bound)
 	e, err := seeder.Acquire(h.Cache, seeder.Config{Workers: h.Workers, Retry: retry, History: h.History,
-		CheckpointInterval: time.Duration(h.CheckpointInterval)},
+		CheckpointInterval: time.Duration(h.CheckpointInterval), ExportDir: filepath.Join(h.OfflineDir, "exports")},
 		caddy.Log().Named("tile_cache.seeder").With(zap.String("cache", h.Cache)))
 	if err != nil {
 		return err
@@ -226,6 +226,7 @@ func (h *Handler) Cleanup() error {
 
 // route is where a request goes under /rest/.
 type route struct {
+	name   string // an export file's name
 	kind   string // "listing", "seed", "tilelist", "kill", "masstruncate", "task", "layers", "usage", "diskquota", "import"
 	layer  string // "" for all layers
 	format string // "json" or "xml" where the path has one
@@ -318,6 +319,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 			return nil
 		}
 		return h.usage(w)
+	case "export": // an extension (export.go)
+		if !allow(w, r, http.MethodGet, http.MethodHead) {
+			return nil
+		}
+		return h.exportFile(w, r, rt)
 	case "import": // an extension (import.go)
 		if !allow(w, r, http.MethodPost, http.MethodPut) {
 			return nil
@@ -357,6 +363,13 @@ func parsePath(escaped string) (route, bool, error) {
 		return route{kind: "usage"}, true, nil
 	case rest == "diskquota" || rest == "diskquota.xml" || rest == "diskquota.json":
 		return route{kind: "diskquota", format: strings.TrimPrefix(strings.TrimPrefix(rest, "diskquota"), ".")}, true, nil
+	case strings.HasPrefix(rest, "exports/"):
+		name := strings.TrimPrefix(rest, "exports/")
+		id, ok := parseExportName(name)
+		if !ok {
+			return route{}, true, errors.New("no such export file: rest/exports/task-<id>.mbtiles or .gpkg, as the task's resource names it")
+		}
+		return route{kind: "export", id: id, name: name}, true, nil
 	case strings.HasPrefix(rest, "import/"):
 		seg := strings.TrimPrefix(rest, "import/")
 		name, err := url.PathUnescape(seg)

@@ -287,7 +287,7 @@ func parseJSONSeed(body []byte) (seeder.Request, error) {
 
 // jsonExtensions reads the fields GeoWebCache does not have: geometry (a
 // GeoJSON object, or WKT or GeoJSON as a string), geometrySrs, buffer,
-// allParameters.
+// allParameters, and an export's exportFormat and cachedOnly.
 func jsonExtensions(f map[string]json.RawMessage, req *seeder.Request) error {
 	if v, ok := f["geometry"]; ok {
 		var text string
@@ -323,6 +323,16 @@ func jsonExtensions(f map[string]json.RawMessage, req *seeder.Request) error {
 			return badBody("allParameters must be true or false")
 		}
 		req.AllParams = b
+	}
+	if v, ok := f["exportFormat"]; ok {
+		if err := json.Unmarshal(v, &req.ExportFormat); err != nil {
+			return badBody("exportFormat must be a string: mbtiles or gpkg")
+		}
+	}
+	if v, ok := f["cachedOnly"]; ok {
+		if err := json.Unmarshal(v, &req.CachedOnly); err != nil {
+			return badBody("cachedOnly must be true or false")
+		}
 	}
 	return nil
 }

@@ -81,13 +81,19 @@ func listQuery(q url.Values) (seeder.Request, seeder.ListRequest, error) {
 			if req.AllParams, err = strconv.ParseBool(v); err != nil {
 				err = badBody("allParameters must be true or false")
 			}
+		case name == "exportFormat":
+			req.ExportFormat = v
+		case name == "cachedOnly":
+			if req.CachedOnly, err = strconv.ParseBool(v); err != nil {
+				err = badBody("cachedOnly must be true or false")
+			}
 		case strings.HasPrefix(name, "parameter_") && len(name) > len("parameter_"):
 			if req.Params == nil {
 				req.Params = map[string]string{}
 			}
 			req.Params[strings.TrimPrefix(name, "parameter_")] = v
 		default:
-			err = badBody("unknown query parameter %q: type, gridSetId, format, threadCount, scheme, parents, children, allParameters, parameter_<NAME> and the retry fields are expected", truncated(name))
+			err = badBody("unknown query parameter %q: type, gridSetId, format, threadCount, scheme, parents, children, allParameters, exportFormat, cachedOnly, parameter_<NAME> and the retry fields are expected", truncated(name))
 		}
 		if err != nil {
 			return req, lr, err
