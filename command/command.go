@@ -1,5 +1,5 @@
 // Package command adds `caddy tile-cache` to every Caddy built with the
-// plugin: seed, reseed, truncate, wait, tasks, kill, masstruncate and import,
+// plugin: seed, reseed, truncate, wait, tasks, kill, masstruncate, import and export,
 // a client of a running cache's REST interface (tile_cache_admin, behind
 // basic_auth). The flags, environment variables and exit statuses are in
 // docs/command-line.md.
@@ -21,7 +21,7 @@ import (
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "tile-cache",
-		Usage: "<seed|reseed|truncate|wait|tasks|kill|masstruncate|import> --url <mount point> [--user <name>] ...",
+		Usage: "<seed|reseed|truncate|wait|tasks|kill|masstruncate|import|export> --url <mount point> [--user <name>] ...",
 		Short: "Seeds, truncates and lists the tasks of a running tile cache",
 		Long: `
 Talks to the REST interface of a running tile cache (the tile_cache_admin
@@ -101,7 +101,7 @@ func build(cmd *cobra.Command) {
 		cmd.AddCommand(seedCommand(typ, connect))
 	}
 	cmd.AddCommand(waitCommand(connect), tasksCommand(connect), killCommand(connect), massTruncateCommand(connect),
-		importCommand(connect))
+		importCommand(connect), exportCommand(connect))
 }
 
 type connectFunc func(*cobra.Command) (*client, error)
@@ -113,7 +113,7 @@ func unknownCommand(c *cobra.Command, word string) error {
 	if s := c.SuggestionsFor(word); len(s) > 0 {
 		guess = " (did you mean " + s[0] + "?)"
 	}
-	return usage("unknown command %q%s: one of seed, reseed, truncate, wait, tasks, kill, masstruncate, import", word, guess)
+	return usage("unknown command %q%s: one of seed, reseed, truncate, wait, tasks, kill, masstruncate, import, export", word, guess)
 }
 
 // noArgs refuses a word where only flags are expected, as every other

@@ -68,7 +68,7 @@ func (o *seedOptions) addFlags(c *cobra.Command, typ string) {
 	f.StringVar(&o.scheme, "scheme", "", "with --tiles: the list's rows, xyz (from the top, the default) or tms")
 	f.IntVar(&o.parents, "parents", 0, "with --tiles: also the tiles covering them up to this level")
 	f.IntVar(&o.children, "children", 0, "with --tiles: also the tiles inside them down to this level")
-	if typ != "seed" {
+	if typ == "reseed" || typ == "truncate" {
 		f.BoolVar(&o.allParams, "all-parameters", false, "every parameter set stored, whatever its values")
 	}
 }
@@ -92,6 +92,8 @@ type seedRequest struct {
 	GeometrySRS   string          `json:"geometrySrs,omitempty"`
 	Buffer        float64         `json:"buffer,omitempty"`
 	AllParameters bool            `json:"allParameters,omitempty"`
+	ExportFormat  string          `json:"exportFormat,omitempty"`
+	CachedOnly    bool            `json:"cachedOnly,omitempty"`
 }
 
 type srsNumber struct {
@@ -322,6 +324,10 @@ func (o *seedOptions) listQuery(r seedRequest) string {
 	}
 	if r.AllParameters {
 		q.Set("allParameters", "true")
+	}
+	set("exportFormat", r.ExportFormat)
+	if r.CachedOnly {
+		q.Set("cachedOnly", "true")
 	}
 	if r.RetryCount != nil {
 		q.Set("tileFailureRetryCount", strconv.Itoa(*r.RetryCount))
