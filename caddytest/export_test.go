@@ -81,6 +81,34 @@ func TestExportThroughREST(t *testing.T) {
 	if err != nil || n != 85 || e.f.getMaps.Load() != before {
 		t.Fatalf("the file's tiles against the cache: %v (%d tiles)", err, n)
 	}
+	// The round trip: the layer truncated, the file imported, and every
+	// tile is again a HIT with the file's bytes, without a GetMap.
+	if a := rest(t, "POST", "/rest/masstruncate", "text/xml", "<truncateLayer><layerName>test:a</layerName></truncateLayer>"); a.status != 200 {
+		t.Fatalf("masstruncate: %d %q", a.status, a.body)
+	}
+	if res := get(t, siteURL(tileQuery("test:a", "EPSG:900913", gridset.Index{Z: 3, X: 7, Y: 7}))).header.Get("Geowebcache-Cache-Result"); res == "HIT" {
+		t.Fatal("a tile is still a HIT after truncateLayer")
+	}
+	imp := importAnswerOf(t, "import of the export", rest(t, "POST", "/rest/import/test:a?gridSetId=EPSG:900913", "", string(a.body)))
+	if imp.Tiles != 85 {
+		t.Fatalf("import of the exported file: %+v", imp)
+	}
+	before = e.f.getMaps.Load()
+	r, _ = mbtiles.Open(file, g)
+	n = 0
+	err = r.Each(func(idx gridset.Index, data []byte) error {
+		got := get(t, siteURL(tileQuery("test:a", "EPSG:900913", idx)))
+		if res := got.header.Get("Geowebcache-Cache-Result"); res != "HIT" || !bytes.Equal(got.body, data) {
+			return fmt.Errorf("tile %v after the round trip: %s, %d bytes, the file has %d", idx, res, len(got.body), len(data))
+		}
+		n++
+		return nil
+	})
+	r.Close()
+	if err != nil || n != 85 || e.f.getMaps.Load() != before {
+		t.Fatalf("round trip: %v (%d tiles, %d GetMaps)", err, n, e.f.getMaps.Load()-before)
+	}
+
 	// GDAL reads it: four levels, the world.
 	out, err := exec.Command("gdalinfo", file).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "Driver: MBTiles") || !strings.Contains(string(out), "Size is 2048, 2048") {
