@@ -3,7 +3,11 @@ package caddytest
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
+	"image"
+	"image/draw"
+	"image/png"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -200,4 +204,59 @@ func TestKilledExportLeavesNoFile(t *testing.T) {
 		t.Fatalf("a killed export left %d files", len(entries))
 	}
 	mustPlain(t, "the killed export's file", rest(t, "GET", fmt.Sprintf("/rest/exports/task-%d.gpkg", ti.ID), "", ""), 404)
+}
+
+// QGIS (Debian's, through its GDAL provider) opens both kinds of export
+// and draws them as the cache's own tiles: an MBTiles of levels 0-1 of
+// the web mercator grid drawn at level 1, a GeoPackage of level 0 of
+// EPSG:4326.
+func TestExportedFilesOpenInQGIS(t *testing.T) {
+	if out, err := exec.Command(debianPython, "-c", "import qgis.core, numpy, osgeo.gdal").CombinedOutput(); err != nil {
+		t.Fatalf("Debian's python3-qgis, numpy and GDAL are needed (test.sh installs them): %v\n%s", err, out)
+	}
+	e, _ := exportEnv(t)
+	dir := t.TempDir()
+	for _, c := range []struct {
+		kind, gs, crs string
+		z             int
+		extent        [4]float64
+		cols, rows    int64
+	}{
+		{"mbtiles", "EPSG:900913", "EPSG:3857", 1, [4]float64{-gridset.WebMercatorExtent, -gridset.WebMercatorExtent, gridset.WebMercatorExtent, gridset.WebMercatorExtent}, 2, 2},
+		{"gpkg", "EPSG:4326", "EPSG:4326", 0, [4]float64{-180, -90, 180, 90}, 2, 1},
+	} {
+		ti := waitTask(t, e.submit("test:a", "json", fmt.Sprintf(`{"seedRequest":{"gridSetId":"%s","zoomStart":0,"zoomStop":%d,"type":"export","exportFormat":"%s"}}`, c.gs, c.z, c.kind)))
+		if ti.State != "DONE" {
+			t.Fatalf("%s export: %+v", c.kind, ti)
+		}
+		file := filepath.Join(dir, "export."+c.kind)
+		os.WriteFile(file, download(t, ti).body, 0o644)
+		// What the cache's tiles of level z make, rows from the top.
+		img := image.NewNRGBA(image.Rect(0, 0, int(c.cols)*256, int(c.rows)*256))
+		for y := range c.rows {
+			for x := range c.cols {
+				a := get(t, siteURL(tileQuery("test:a", c.gs, gridset.Index{Z: c.z, X: x, Y: y})))
+				tile, err := png.Decode(bytes.NewReader(a.body))
+				if err != nil {
+					t.Fatalf("tile %d/%d/%d: %v", c.z, x, y, err)
+				}
+				top := int(c.rows-1-y) * 256
+				draw.Draw(img, image.Rect(int(x)*256, top, int(x)*256+256, top+256), tile, image.Point{}, draw.Src)
+			}
+		}
+		want := filepath.Join(dir, c.kind+"-tiles.png")
+		var b bytes.Buffer
+		png.Encode(&b, img)
+		os.WriteFile(want, b.Bytes(), 0o644)
+		ext, _ := json.Marshal(c.extent)
+		cmd := exec.Command(debianPython, "testdata/clients/offline_qgis.py", file, c.crs, string(ext),
+			fmt.Sprintf("[%d, %d]", c.cols*256, c.rows*256), want)
+		cmd.Env = append(os.Environ(), "QT_QPA_PLATFORM=offscreen", "CPL_DEBUG=OFF",
+			fmt.Sprintf("TILECACHE_CLIENT_DRAW_TIMEOUT=%d", int(drawPatience.Seconds())))
+		out, err := cmd.CombinedOutput()
+		if err != nil || strings.Contains(string(out), "FAIL ") || !strings.Contains(string(out), "ok   QGIS's drawing is the cache's tiles") {
+			t.Fatalf("QGIS and the %s export: %v\n%s", c.kind, err, out)
+		}
+		t.Logf("QGIS and the %s export:\n%s", c.kind, out)
+	}
 }

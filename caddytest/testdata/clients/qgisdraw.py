@@ -3,7 +3,10 @@
 formats.py: a fresh QGIS per drawing (fresh network and tile caches, an
 empty HOME), bounded by DRAW_TIMEOUT, its requests by REQUEST_TIMEOUT.
 
-    qgisdraw.py --draw URI CRS EXTENT_JSON SIZE_JSON
+    qgisdraw.py --draw URI CRS EXTENT_JSON SIZE_JSON [PROVIDER]
+
+PROVIDER is QGIS's data provider: "wms" (the default: WMS, WMTS, XYZ) or
+"gdal" (a file: an MBTiles or a GeoPackage).
 """
 
 import json
@@ -17,7 +20,7 @@ import numpy as np
 from checks import DRAW_TIMEOUT, REQUEST_TIMEOUT
 
 
-def draw(uri, crs, extent, size):
+def draw(uri, crs, extent, size, provider="wms"):
     """Child process: QGIS draws the layer uri into an extent; prints the
     pixels (RGBA, as a .npy file path) and QGIS's errors as JSON."""
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -31,7 +34,7 @@ def draw(uri, crs, extent, size):
     app.initQgis()
     QgsNetworkAccessManager.setTimeout(REQUEST_TIMEOUT * 1000)  # QGIS's own default: 60 s
     out = {"valid": False, "errors": []}
-    layer = QgsRasterLayer(uri, "layer", "wms")
+    layer = QgsRasterLayer(uri, "layer", provider)
     if layer.isValid():
         out["valid"] = True
         out["crs"] = layer.crs().authid()
@@ -56,15 +59,21 @@ def draw(uri, crs, extent, size):
     else:
         out["errors"] = [layer.error().summary()]
     print(json.dumps(out), flush=True)
+    if provider == "gdal":
+        # QGIS 3.22 (Debian 12) crashes in exitQgis once its GDAL provider
+        # has drawn (SIGSEGV, or "double free" and SIGABRT), after all is
+        # done: the child ends here instead; nothing is left to save.
+        sys.stdout.flush()
+        os._exit(0)
     app.exitQgis()
 
 
-def qgis_draws(uri, crs, extent, size):
+def qgis_draws(uri, crs, extent, size, provider="wms"):
     """QGIS draws uri into extent (in crs) at size in a child process;
     returns its report and the pixels (RGBA rows), None when it drew nothing."""
     with tempfile.TemporaryDirectory() as home:
         env = dict(os.environ, HOME=home, XDG_RUNTIME_DIR=home)
-        p = subprocess.run([sys.executable, os.path.abspath(__file__), "--draw", uri, crs, json.dumps(extent), json.dumps(size)],
+        p = subprocess.run([sys.executable, os.path.abspath(__file__), "--draw", uri, crs, json.dumps(extent), json.dumps(size), provider],
                            env=env, capture_output=True, text=True, timeout=DRAW_TIMEOUT)
         lines = [l for l in p.stdout.splitlines() if l.startswith("{")]
         if p.returncode != 0 or not lines:
@@ -74,4 +83,4 @@ def qgis_draws(uri, crs, extent, size):
 
 
 if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == "--draw":
-    draw(sys.argv[2], sys.argv[3], json.loads(sys.argv[4]), json.loads(sys.argv[5]))
+    draw(sys.argv[2], sys.argv[3], json.loads(sys.argv[4]), json.loads(sys.argv[5]), *sys.argv[6:7])
