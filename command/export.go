@@ -207,4 +207,3 @@ func (c *client) download(ctx context.Context, path, dst string) (int64, error) 
 	}
 	return have + n, nil
 }
-
