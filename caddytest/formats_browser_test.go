@@ -29,8 +29,18 @@ func waitPatiently(b *browser, what, expr string) {
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, eventPatience+10*time.Second)
 	defer cancel()
-	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr,
-		chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(eventPatience))); err != nil {
+	var err error
+	for try := 0; try < 5; try++ {
+		_, err = chromedp.Run(ctx, chromedp.Poll[bool](expr,
+			chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(eventPatience)))
+		// A navigation that replaces the page's JavaScript context while
+		// the poll runs (a reload still settling) is no answer: poll the
+		// new context.
+		if err == nil || !strings.Contains(err.Error(), "Cannot find context with specified id") {
+			break
+		}
+	}
+	if err != nil {
 		if p, err := b.shoot("failed-" + strings.NewReplacer("/", "-", ":", "_").Replace(b.t.Name())); err == nil {
 			b.t.Logf("screenshot: %s", p)
 		}
