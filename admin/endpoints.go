@@ -112,8 +112,6 @@ func (h *Handler) specError(w http.ResponseWriter, err error) error {
 		return httpx.Text(w, http.StatusBadRequest, br.Msg)
 	case errors.Is(err, seeder.ErrUnknownLayer):
 		return httpx.Text(w, http.StatusNotFound, err.Error())
-	case errors.Is(err, seeder.ErrExportClustered):
-		return httpx.Text(w, http.StatusNotImplemented, err.Error())
 	}
 	return h.failed(w, err)
 }

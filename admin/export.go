@@ -1,33 +1,30 @@
 package admin
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 
 	"github.com/tilecache/caddy-tilecache/module/httpx"
+	"github.com/tilecache/caddy-tilecache/seeder"
 )
 
 // exportFile serves a finished export's file (an extension):
 // rest/exports/task-<id>.mbtiles or .gpkg, the name its task's resource
-// gives once it is DONE. Range requests resume a download; the file does
+// gives once it is DONE. On a clustered cache every node serves it from
+// the cluster's storage. Range requests resume a download; the file does
 // not change once written, so its modification time validates.
 func (h *Handler) exportFile(w http.ResponseWriter, r *http.Request, rt route) error {
-	path, ok := h.engine.ExportFile(rt.id)
-	if !ok || !strings.HasSuffix(path, "/"+rt.name) {
+	f, err := h.engine.OpenExport(rt.id, rt.name)
+	if errors.Is(err, seeder.ErrNoExport) {
 		return httpx.Text(w, http.StatusNotFound, fmt.Sprintf("no export file %s: the task is not a finished export, or its file is gone", truncated(rt.name)))
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return httpx.Text(w, http.StatusNotFound, "the export file is gone")
-	}
-	defer f.Close()
-	st, err := f.Stat()
 	if err != nil {
 		return h.failed(w, err)
 	}
+	defer f.Close()
 	ct := "application/vnd.sqlite3"
 	if strings.HasSuffix(rt.name, ".gpkg") {
 		ct = "application/geopackage+sqlite3" // OGC's registration
@@ -35,7 +32,7 @@ func (h *Handler) exportFile(w http.ResponseWriter, r *http.Request, rt route) e
 	w.Header().Set("Content-Type", ct)
 	w.Header().Set("Content-Disposition", `attachment; filename="`+rt.name+`"`)
 	w.Header().Set("Cache-Control", "private, no-transform")
-	http.ServeContent(w, r, rt.name, st.ModTime(), f)
+	http.ServeContent(w, r, rt.name, f.ModTime, f)
 	return nil
 }
 

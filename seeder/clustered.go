@@ -117,6 +117,7 @@ func (e *Engine) poll(reg *registry) {
 			e.log.Warn("reporting finished work units failed", zap.Int64("task", s.t.ID), zap.Error(err))
 		}
 	}
+	e.startSharedWrites(reg, recs)
 }
 
 // adoptLocked starts this node's share of a task of the registry; e.mu is held.
@@ -296,9 +297,14 @@ func (e *Engine) infoShared(reg *registry, id int64) (Info, bool, error) {
 		return Info{}, false, err
 	}
 	in := r.info()
+	in.Export = r.exportInfo()
 	e.mu.Lock()
 	if t, ok := e.byID[id]; ok {
 		t.Spec.extensions(&in) // this node's share has the polygon at hand
+		if t.exp.writing && in.Export != nil && in.Export.Phase == "write" {
+			// This node writes the file: its counts so far.
+			in.Export.Tiles, in.Export.Bytes, in.Export.Missing = t.exp.tiles, t.exp.bytes, t.exp.missing
+		}
 	}
 	e.mu.Unlock()
 	in.Buffer, in.AllParameters = r.Buffer, r.AllParams

@@ -180,10 +180,6 @@ func (e *Engine) Detach(c *tilecache.Cache) {
 	}
 }
 
-// ErrExportClustered: export tasks do not run on a clustered cache yet
-// (their write phase is one node's; see docs/offline.md).
-var ErrExportClustered = errors.New("exports are not available on a clustered cache yet")
-
 // errNoCache: the engine is not attached to any cache (its config is
 // gone, or not started yet).
 var errNoCache = errors.New("the tile cache is not available")
@@ -279,9 +275,6 @@ func (e *Engine) Submit(spec Spec) (*Task, error) {
 	}
 	t.iter = newPlan(&t.Spec, int64(l.MetaWidth), int64(l.MetaHeight))
 	if reg != nil {
-		if spec.Export != nil {
-			return nil, ErrExportClustered
-		}
 		if err := e.submitShared(reg, t); err != nil {
 			return nil, err
 		}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -74,8 +76,11 @@ type ExportInfo struct {
 	Tiles   int64  `json:"tiles"`
 	Bytes   int64  `json:"bytes"`
 	Missing int64  `json:"missing"`
-	// File is the file's name in the export directory, once written.
+	// File is the file's name under rest/exports/, once written.
 	File string `json:"file,omitempty"`
+	// Node is, on a clustered cache, the node that writes (or wrote) the
+	// file.
+	Node string `json:"node,omitempty"`
 }
 
 // resolveExport checks that the layer's gridset and format can be written
@@ -104,37 +109,57 @@ func exportName(id int64, x *ExportSpec) string {
 	return "task-" + strconv.FormatInt(id, 10) + x.Ext()
 }
 
-// ExportFile returns the path of a finished export's file, if the task
-// is an export that is DONE and its file is still there.
-func (e *Engine) ExportFile(id int64) (string, bool) {
+// ErrNoExport: the task is not a finished export, or its file is gone.
+var ErrNoExport = errors.New("no such export file")
+
+// ExportContent is a finished export's file, to be served. Close it.
+type ExportContent struct {
+	io.ReadSeeker
+	Size    int64
+	ModTime time.Time
+	close   func() error
+}
+
+// Close releases the file.
+func (c *ExportContent) Close() error { return c.close() }
+
+// OpenExport opens the file of export task id named name (its resource's
+// export.file): from this node's export directory, or on a clustered
+// cache from the cluster's storage (sharedexport.go), where every node
+// finds it. ErrNoExport if there is none.
+func (e *Engine) OpenExport(id int64, name string) (*ExportContent, error) {
+	if reg := e.shared(); reg != nil {
+		return reg.openExport(id, name)
+	}
 	e.mu.Lock()
 	t, ok := e.byID[id]
 	dir := e.cfg.ExportDir
+	done := ok && t.state == Done
 	e.mu.Unlock()
-	if !ok || t.Spec.Export == nil || dir == "" {
-		return "", false
+	if !done || t.Spec.Export == nil || dir == "" || exportName(id, t.Spec.Export) != name {
+		return nil, ErrNoExport
 	}
-	e.mu.Lock()
-	done := t.state == Done
-	e.mu.Unlock()
-	if !done {
-		return "", false
+	f, err := os.Open(filepath.Join(dir, name))
+	if err != nil {
+		return nil, ErrNoExport
 	}
-	p := filepath.Join(dir, exportName(id, t.Spec.Export))
-	if _, err := os.Stat(p); err != nil {
-		return "", false
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
 	}
-	return p, true
+	return &ExportContent{ReadSeeker: f, Size: st.Size(), ModTime: st.ModTime(), close: f.Close}, nil
 }
 
 // startWriteLocked begins the write phase of an export whose seed phase
 // is over; e.mu is held.
 func (e *Engine) startWriteLocked(t *Task) {
 	t.exp.writing = true
+	path := filepath.Join(e.cfg.ExportDir, exportName(t.ID, t.Spec.Export))
 	e.running.Add(1)
 	go func() {
 		defer e.running.Done()
-		err := e.writeExport(t)
+		err := e.writeExport(t, path)
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		t.exp.writing = false
@@ -165,8 +190,8 @@ type exportWriter struct {
 	abort func() error
 }
 
-// writeExport writes the task's file from the store.
-func (e *Engine) writeExport(t *Task) error {
+// writeExport writes the task's file from the store, at path.
+func (e *Engine) writeExport(t *Task, path string) error {
 	c, err := e.current()
 	if err != nil {
 		return err
@@ -181,16 +206,14 @@ func (e *Engine) writeExport(t *Task) error {
 		return fmt.Errorf("layer %q no longer has gridset %s and format %s", l.Name, t.Spec.Gridset, t.Spec.Format)
 	}
 	e.mu.Lock()
-	dir := e.cfg.ExportDir
 	t.exp.tiles, t.exp.bytes, t.exp.missing = 0, 0, 0
 	e.mu.Unlock()
-	if dir == "" {
+	if filepath.Dir(path) == "." {
 		return errors.New("no export directory is configured")
 	}
-	if err := os.MkdirAll(dir, 0o750); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return err
 	}
-	path := filepath.Join(dir, exportName(t.ID, t.Spec.Export))
 	w, err := openExport(path, t, g, f, l)
 	if err != nil {
 		return err

@@ -54,6 +54,9 @@ type record struct {
 	Free []int64 `json:"free,omitempty"`
 	// Held maps the units being worked on to their nodes.
 	Held map[int64]string `json:"held,omitempty"`
+	// Write is an export's write phase, set by the claim that reports its
+	// last unit (sharedexport.go).
+	Write *writePhase `json:"write,omitempty"`
 }
 
 // doneUnit is a finished work unit's counts.
@@ -271,6 +274,9 @@ func (r *registry) evict() {
 	}
 	for len(recs) > r.history() {
 		r.n.Delete(historyKey(recs[0].ID))
+		if recs[0].Export != nil {
+			r.n.Delete(exportKey(recs[0].ID)) // an export's file goes with its task
+		}
 		recs = recs[1:]
 	}
 }
@@ -359,10 +365,18 @@ func (r *registry) claim(id int64, want int, rep report) ([]int64, *record, erro
 			rec.State, rec.Started = Running, time.Now()
 		}
 		if rec.Next >= rec.Units && len(rec.Free) == 0 && len(rec.Held) == 0 {
-			rec.State, rec.Finished = Done, time.Now()
 			if rec.Started.IsZero() {
-				rec.Started = rec.Finished
+				rec.Started = time.Now()
 			}
+			if rec.Export != nil {
+				// Seeded: one node now writes the file, and the task is
+				// DONE when the file is in the storage (sharedexport.go).
+				if rec.Write == nil {
+					rec.State, rec.Write = Running, &writePhase{}
+				}
+				return nil
+			}
+			rec.State, rec.Finished = Done, time.Now()
 		}
 		return nil
 	})

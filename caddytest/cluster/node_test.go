@@ -466,6 +466,13 @@ type taskInfo struct {
 	Failures    int64  `json:"failures"`
 	LastError   string `json:"lastError"`
 	Reason      string `json:"abortReason"`
+	Export      *struct {
+		Phase   string `json:"phase"`
+		Tiles   int64  `json:"tiles"`
+		Missing int64  `json:"missing"`
+		File    string `json:"file"`
+		Node    string `json:"node"`
+	} `json:"export"`
 }
 
 func (ti taskInfo) finished() bool { return ti.Status == 2 || ti.Status == -1 }
