@@ -21,6 +21,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/tilecache/caddy-tilecache/module/gridset"
@@ -136,19 +137,42 @@ func Import(ctx context.Context, src Source, tgt Target, progress func(stored in
 	if err != nil {
 		return Result{}, sourceError(err)
 	}
-	// The second pass stores.
+	// The second pass stores. A batch goes to the store while the next is
+	// read: the reader (SQLite) and the store's commit (Badger's writes)
+	// then use both cores instead of taking turns.
+	puts := make(chan []store.Entry, 1)
+	var putErr error
+	var stored atomic.Int64
+	failed := make(chan struct{})
+	putter := make(chan struct{})
+	go func() {
+		defer close(putter)
+		for b := range puts {
+			if putErr != nil {
+				continue // drain
+			}
+			if err := tgt.Store.Put(b, time.Now()); err != nil {
+				putErr = &StoreError{err}
+				close(failed)
+				continue
+			}
+			n := stored.Add(int64(len(b)))
+			if progress != nil {
+				progress(n)
+			}
+		}
+	}()
 	entries := make([]store.Entry, 0, batch)
 	flush := func() error {
 		if len(entries) == 0 {
 			return nil
 		}
-		if err := tgt.Store.Put(entries, time.Now()); err != nil {
-			return &StoreError{err}
+		select {
+		case puts <- entries:
+		case <-failed:
+			return errStoreFailed
 		}
-		entries = entries[:0]
-		if progress != nil {
-			progress(res.Tiles)
-		}
+		entries = make([]store.Entry, 0, batch)
 		return nil
 	}
 	err = r.each(func(idx gridset.Index, data []byte) error {
@@ -178,12 +202,21 @@ func Import(ctx context.Context, src Source, tgt Target, progress func(stored in
 	if err == nil {
 		err = flush()
 	}
+	close(puts)
+	<-putter // every batch handed over is stored (or failed) before Import returns
+	if putErr != nil {
+		err = putErr
+	}
 	res.Skipped = r.skipped()
 	if err != nil {
 		return res, sourceError(err)
 	}
 	return res, nil
 }
+
+// errStoreFailed stops the reading when the store has failed a batch;
+// the store's error is the one returned.
+var errStoreFailed = errors.New("the store failed")
 
 // StoreError is a fault of the store during the second pass: the source
 // is fine, and importing it again completes the import.

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tilecache/caddy-tilecache/module/gridset"
 	"github.com/tilecache/caddy-tilecache/module/offline/geopackage"
@@ -218,5 +219,65 @@ func TestImportOfATreeCountsStrayFilesOnce(t *testing.T) {
 		Target{Store: st, Set: set, Gridset: g, Coverage: whole(g), Kinds: KindsOf("image/png")}, nil)
 	if err != nil || res.Kind != Directory || res.Tiles != 2 || res.Skipped != 1 {
 		t.Fatalf("a tms tree of 2 tiles and one XML file: %+v, %v", res, err)
+	}
+}
+
+// failingStore fails its failAt-th Put, as a full disk would.
+type failingStore struct {
+	store.Store
+	puts, failAt int
+}
+
+func (f *failingStore) Put(e []store.Entry, at time.Time) error {
+	f.puts++
+	if f.puts == f.failAt {
+		return errors.New("no space left on device")
+	}
+	return f.Store.Put(e, at)
+}
+
+// A store that fails mid-import (the batches are stored while the next is
+// read): the import ends with a StoreError, every batch before the failed
+// one is stored and counted, none after it is, and importing again
+// completes the set with the usage exact.
+func TestImportStoreFailureMidway(t *testing.T) {
+	g, _ := gridset.Builtin("EPSG:900913")
+	tiles := map[gridset.Index][]byte{}
+	for z := 0; z <= 5; z++ {
+		r := g.GridRange(z)
+		for x := r.MinX; x <= r.MaxX; x++ {
+			for y := r.MinY; y <= r.MaxY; y++ {
+				idx := gridset.Index{Z: z, X: x, Y: y}
+				tiles[idx] = offlinetest.Tile(256, 256, idx)
+			}
+		}
+	}
+	path := writeMBTiles(t, g, tiles) // 1,365 tiles: six batches
+	st := openStore(t)
+	fs := &failingStore{Store: st, failAt: 3}
+	tgt := Target{Store: fs, Set: set, Gridset: g, Coverage: whole(g), Kinds: KindsOf("image/png")}
+	var last int64
+	_, err := Import(context.Background(), Source{Path: path}, tgt, func(n int64) { last = n })
+	var se *StoreError
+	if !errors.As(err, &se) || !strings.Contains(err.Error(), "no space left") {
+		t.Fatalf("import onto a failing store: %v, want a StoreError", err)
+	}
+	if n, _ := usage(t, st); n != 2*batch || last != 2*batch || fs.puts != 3 {
+		t.Fatalf("after the third batch failed: %d tiles stored, progress %d, %d Puts; want %d, %d, 3", n, last, fs.puts, 2*batch, 2*batch)
+	}
+	tgt.Store = st
+	res, err := Import(context.Background(), Source{Path: path}, tgt, nil)
+	if err != nil || res.Tiles != int64(len(tiles)) {
+		t.Fatalf("import again: %+v, %v", res, err)
+	}
+	// The usage of one clean import into a fresh store.
+	clean := openStore(t)
+	tgt.Store = clean
+	if _, err := Import(context.Background(), Source{Path: path}, tgt, nil); err != nil {
+		t.Fatal(err)
+	}
+	wantN, wantSize := usage(t, clean)
+	if n, size := usage(t, st); n != int64(len(tiles)) || n != wantN || size != wantSize {
+		t.Fatalf("usage after the second import: %d tiles, %d bytes; a clean import's %d, %d", n, size, wantN, wantSize)
 	}
 }
