@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,9 +42,18 @@ var (
 	allFaults = append(append([]string(nil), unavailableFaults...), contentFaults...)
 )
 
-// faultStall bounds how long a "timeout" or "trickle" answer goes on; far
-// beyond the configs' 500ms timeout, and short enough for Close.
-const faultStall = 5 * time.Second
+// faultTimeout is the upstream timeout of a faultEnv's cache. It ends the
+// "timeout" and "trickle" faults, and it is what a good answer of the
+// fault WMS must arrive within: beside CPU hogs (load 14 on 2 cores) a
+// good 1024×1024 metatile took more than the 500 ms this once was, and a
+// good request failed as a timeout. So it is far above any answer's time,
+// at the price of 3 s a timeout fault.
+const faultTimeout = 3 * time.Second
+
+// faultStall bounds how long a "timeout" or "trickle" answer goes on: far
+// beyond faultTimeout, so that only the cache's timeout ends one (the
+// 502 says so), and short enough for Close.
+const faultStall = 15 * time.Second
 
 func newFaultWMS(t *testing.T) *faultWMS {
 	f := &faultWMS{}
@@ -203,7 +211,7 @@ func faultImage(w, h int, format string) []byte {
 var faultSeq atomic.Int64
 
 // faultEnv is one test's Caddy config in front of a faultWMS: a
-// tile_cache of its own (its own seeding engine) with a 500ms timeout, and
+// tile_cache of its own (its own seeding engine) with faultTimeout, and
 // the REST interface under /geowebcache.
 type faultEnv struct {
 	t    *testing.T
@@ -225,7 +233,7 @@ func newFaultEnv(t *testing.T, tileOpts, adminOpts string) *faultEnv {
 			# the map file's path must not reach users in error messages
 			upstream ` + f.URL + `/wms?map=/srv/secret/world.map
 			storage ` + storeLines(storageDir(t)) + `
-			timeout 500ms
+			timeout ` + faultTimeout.String() + `
 			` + tileOpts + `
 			layer test:f {
 				gridsets EPSG:4326
@@ -299,14 +307,15 @@ func TestFaultsAnswer502AndCacheNothing(t *testing.T) {
 				idx := gridset.Index{X: int64(4 * i), Y: 4, Z: 5}
 				e.f.set(fault)
 				before := e.f.getMaps.Load()
-				start := time.Now()
 				a := e.tile(layer, idx)
 				must502(t, fault, a)
 				if e.f.getMaps.Load() != before+1 {
 					t.Errorf("the failed miss made %d GetMaps", e.f.getMaps.Load()-before)
 				}
-				if el := time.Since(start); el > 3*time.Second {
-					t.Errorf("the 502 took %v with a 500ms timeout", el)
+				// A stalled upstream is ended by the cache's timeout, not
+				// by the fault WMS giving up (faultStall) first.
+				if (fault == "timeout" || fault == "trickle") && !strings.Contains(string(a.body), "within the timeout of "+faultTimeout.String()) {
+					t.Errorf("%s: the 502 does not say the cache's timeout ended it: %q", fault, a.body)
 				}
 				t.Logf("%s: %s", fault, bytes.TrimSpace(a.body))
 				e.f.set("")
@@ -416,36 +425,39 @@ func TestFaultsOnlyUnavailabilityOpensTheBreaker(t *testing.T) {
 	}
 }
 
+// breakerCooldown is TestBreakerSparesADownUpstream's cooldown: its 37
+// refused misses must all fall within it (else one is a probe), so it is
+// long beside the milliseconds a refusal takes, also on a loaded machine.
+const breakerCooldown = 8 * time.Second
+
 // With the upstream down, K misses make only `threshold` upstream
-// requests; the rest are refused at once (502 with Retry-After). After the
-// cooldown one probe goes; success closes the breaker. The opening is
-// counted in caddy_tile_cache_breaker_opens_total.
+// requests; the rest are refused without one (502 with Retry-After).
+// After the cooldown one probe goes; success closes the breaker. The
+// opening is counted in caddy_tile_cache_breaker_opens_total.
 func TestBreakerSparesADownUpstream(t *testing.T) {
 	for _, fault := range []string{"503", "reset", "timeout"} {
 		t.Run(fault, func(t *testing.T) {
-			e := newFaultEnv(t, "breaker 3 1500ms", "")
+			e := newFaultEnv(t, "breaker 3 "+breakerCooldown.String(), "")
 			opens := metric(t, "caddy_tile_cache_breaker_opens_total", `cache="`+e.name+`"`)
 			e.f.set(fault)
 			const k = 40
-			var took []time.Duration
+			var opened time.Time
 			for i := 0; i < k; i++ {
-				start := time.Now()
 				a := e.tile("test:f", gridset.Index{X: int64(4 * (i % 16)), Y: int64(4 * (i / 16)), Z: 6})
 				must502(t, fmt.Sprintf("miss %d", i), a)
 				if i < 3 {
+					opened = time.Now()
 					continue
 				}
 				if !strings.Contains(string(a.body), "upstream unavailable, retrying in") || a.header.Get("Retry-After") == "" {
+					if time.Since(opened) >= breakerCooldown {
+						t.Fatalf("the %d refused misses took longer than the %v cooldown: a probe went", k-3, breakerCooldown)
+					}
 					t.Fatalf("miss %d while open: %q, Retry-After %q", i, a.body, a.header.Get("Retry-After"))
 				}
-				took = append(took, time.Since(start))
 			}
-			// At once: no upstream request, no timeout to wait for (the
-			// median, so that a loaded machine's hiccup does not count).
-			slices.Sort(took)
-			if med := took[len(took)/2]; med > 200*time.Millisecond {
-				t.Errorf("misses while open took %v (median)", med)
-			}
+			// (How fast a refusal is, is for a benchmark; here: none
+			// reached the upstream.)
 			if n := e.f.getMaps.Load(); n != 3 {
 				t.Fatalf("%d misses with the upstream down made %d GetMaps, want 3", k, n)
 			}
@@ -455,10 +467,21 @@ func TestBreakerSparesADownUpstream(t *testing.T) {
 			if got := metric(t, "caddy_tile_cache_breaker_rejected_total", `cache="`+e.name+`"`); got < k-3 {
 				t.Errorf("breaker rejections %v, want ≥ %d", got, k-3)
 			}
-			// The upstream comes back; after the cooldown a probe closes it.
+			// The upstream comes back; after the cooldown a probe closes
+			// it. Until then each miss is refused without a GetMap.
 			e.f.set("")
-			time.Sleep(1600 * time.Millisecond)
-			mustTile(t, e.tile("test:f", gridset.Index{X: 0, Y: 0, Z: 6}), "MISS")
+			waitFor(t, "the probe after the cooldown", func() bool {
+				a := e.tile("test:f", gridset.Index{X: 0, Y: 0, Z: 6})
+				if a.status == http.StatusOK {
+					mustTile(t, a, "MISS")
+					return true
+				}
+				if !strings.Contains(string(a.body), "retrying in") {
+					t.Fatalf("a miss while the breaker waits: %d %q", a.status, a.body)
+				}
+				time.Sleep(200 * time.Millisecond)
+				return false
+			})
 			for i := 1; i < 5; i++ {
 				mustTile(t, e.tile("test:f", gridset.Index{X: int64(4 * i), Y: 0, Z: 6}), "MISS")
 			}
@@ -481,7 +504,12 @@ func TestBreakerSeedWaitsOutAnOutage(t *testing.T) {
 	path := e.submit(`{"seedRequest":{"gridSetId":"EPSG:4326","zoomStart":0,"zoomStop":2,"type":"seed",` +
 		`"tileFailureRetryCount":1,"totalFailuresBeforeAborting":1}}`)
 	outage := time.Now()
-	for time.Since(outage) < 2*time.Second {
+	// Two failures open it, and a probe follows the cooldown: the seed
+	// stays RUNNING through them and at least 2 s more, its failure
+	// budget untouched.
+	waitFor(t, "two failed GetMaps and a probe", func() bool { return e.f.getMaps.Load() >= 3 })
+	probed := time.Now()
+	for time.Since(probed) < 2*time.Second {
 		ti := task(t, path)
 		if ti.Status != 1 || ti.Failures > 1 || ti.FailedTiles != 0 {
 			t.Fatalf("during the outage: %+v", ti)
@@ -492,9 +520,10 @@ func TestBreakerSeedWaitsOutAnOutage(t *testing.T) {
 	if !strings.Contains(ti.LastError, "upstream unavailable") {
 		t.Errorf("during the outage lastError is %q", ti.LastError)
 	}
-	// 2 to open it, then about one probe per 300ms.
-	if n := e.f.getMaps.Load(); n < 3 || n > 2+9 {
-		t.Errorf("2s of outage with seeding: %d GetMaps", n)
+	// 2 to open it, then at most one probe per 300ms (fewer on a loaded
+	// machine, never more).
+	if n, most := e.f.getMaps.Load(), 2+int64(time.Since(outage)/(300*time.Millisecond))+1; n > most {
+		t.Errorf("%v of outage with seeding: %d GetMaps, more than one probe per 300ms cooldown (%d)", time.Since(outage).Round(time.Millisecond), n, most)
 	}
 	killed := e.submit(`{"seedRequest":{"gridSetId":"EPSG:4326","zoomStart":3,"zoomStop":3,"type":"seed"}}`)
 	waitFor(t, "the second task running", func() bool { return task(t, killed).Status == 1 })
@@ -509,6 +538,9 @@ func TestBreakerSeedWaitsOutAnOutage(t *testing.T) {
 	}
 	path = e.submit(`{"seedRequest":{"gridSetId":"EPSG:4326","zoomStart":0,"zoomStop":2,"type":"seed",` +
 		`"tileFailureRetryCount":1,"totalFailuresBeforeAborting":1}}`)
+	waitFor(t, "the second seed running", func() bool { return task(t, path).Status == 1 })
+	before := e.f.getMaps.Load()
+	waitFor(t, "the second seed meeting the outage", func() bool { return e.f.getMaps.Load() > before })
 	time.Sleep(700 * time.Millisecond)
 	if ti := task(t, path); ti.Status != 1 || ti.Failures > 1 {
 		t.Fatalf("second seed during the outage: %+v", ti)
