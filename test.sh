@@ -35,7 +35,9 @@ export TILECACHE_MINIO
 go test -count=1 -timeout 150m ./...
 # The Caddy-level suite again with every cache's tiles in S3 (MinIO), then
 # in S3 behind a local tier: the same tests, table-driven by store
-# (caddytest/stores_test.go), about 3 minutes each.
+# (caddytest/stores_test.go), but those of outside clients (QGIS, GDAL,
+# browsers: clientsOnce), whose view of the HTTP interface the store
+# does not change.
 for s in s3 s3-local; do
   TILECACHE_TEST_STORE=$s go test -count=1 -timeout 150m ./caddytest/
 done

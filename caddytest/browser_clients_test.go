@@ -61,6 +61,7 @@ http://localhost:%d {
 // the cache (none passes it by to the upstream), none fails, and a reload
 // is all hits.
 func TestBrowserLeaflet(t *testing.T) {
+	clientsOnce(t)
 	other, err := freePort()
 	if err != nil {
 		t.Fatal(err)

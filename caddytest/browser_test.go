@@ -293,6 +293,7 @@ func demoConfig(f *fakeWMS, storage, layers string) string {
 // metatiles), a second load of the same view is answered by HITs only, and
 // the upstream sees no request more.
 func TestBrowserDemoMapTilesFromCache(t *testing.T) {
+	clientsOnce(t)
 	for _, tc := range []struct{ gs, mode string }{{"EPSG:4326", "wms"}, {"EPSG:900913", "wms"}, {"EPSG:4326", "wmts"}, {"EPSG:900913", "wmts"}} {
 		gs := tc.gs
 		name := strings.ReplaceAll(gs, ":", "_") + "-" + tc.mode

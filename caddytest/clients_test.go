@@ -24,6 +24,7 @@ const debianPython = "/usr/bin/python3"
 // again expecting only hits, and follows the URLs the capabilities
 // advertise; it prints a line per check.
 func TestGISClients(t *testing.T) {
+	clientsOnce(t)
 	runClientScript(t, "testdata/clients/clients.py", "import osgeo.gdal, owslib, numpy", clientLayers, 100)
 }
 
@@ -35,6 +36,7 @@ func TestGISClients(t *testing.T) {
 // and a fresh QGIS drawing it again must get only hits
 // (testdata/clients/qgis_clients.py).
 func TestQGIS(t *testing.T) {
+	clientsOnce(t)
 	runClientScript(t, "testdata/clients/qgis_clients.py", "import qgis.core, numpy", clientLayers, 40)
 }
 

@@ -211,6 +211,7 @@ func TestKilledExportLeavesNoFile(t *testing.T) {
 // the web mercator grid drawn at level 1, a GeoPackage of level 0 of
 // EPSG:4326.
 func TestExportedFilesOpenInQGIS(t *testing.T) {
+	clientsOnce(t)
 	if out, err := exec.Command(debianPython, "-c", "import qgis.core, numpy, osgeo.gdal").CombinedOutput(); err != nil {
 		t.Fatalf("Debian's python3-qgis, numpy and GDAL are needed (test.sh installs them): %v\n%s", err, out)
 	}

@@ -187,6 +187,7 @@ func sumValues(m map[string]int) int {
 // (both JPEG and PNG for the mixed one), a reload is all hits, and the page
 // logs no error.
 func TestFormatsBrowserLeaflet(t *testing.T) {
+	clientsOnce(t)
 	up := mapServer(t)
 	load(t, formatsBrowserConfig(t, up))
 	for _, f := range browserFormats {
@@ -248,6 +249,7 @@ const imageWatch = `(() => {
 // mixed one), the map's canvas is drawn, a reload is all hits, and the
 // page logs no error.
 func TestFormatsBrowserOpenLayers(t *testing.T) {
+	clientsOnce(t)
 	up := mapServer(t)
 	load(t, formatsBrowserConfig(t, up))
 	for _, f := range browserFormats {

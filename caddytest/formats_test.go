@@ -438,5 +438,6 @@ func TestFormatsEveryProtocol(t *testing.T) {
 // picks the format's ResourceURL) and QGIS draws the layer in each format
 // from WMTS and XYZ, compared with the lossless PNG read (see the script).
 func TestFormatsGIS(t *testing.T) {
+	clientsOnce(t)
 	runClientScript(t, "testdata/clients/formats.py", "import osgeo.gdal, qgis.core, numpy", formatsLayers, 60)
 }

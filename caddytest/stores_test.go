@@ -123,6 +123,19 @@ func ownStore(t *testing.T) {
 	t.Cleanup(func() { own = false })
 }
 
+// clientsOnce runs a test of what an outside client (QGIS, GDAL, OWSLib,
+// Chromium with Leaflet or OpenLayers) makes of the HTTP interface in the
+// badger pass only. The store lies below the answers those clients read,
+// and the protocol tests check those answers byte for byte in every pass;
+// the clients took about 7 minutes of each S3 pass (18 beside CPU hogs),
+// and the whole suite must stay within CI's 30 minutes.
+func clientsOnce(t *testing.T) {
+	t.Helper()
+	if storeMode == "s3" || storeMode == "s3-local" {
+		t.Skip("an outside client's view of the HTTP interface, the same on every store: it runs in the badger pass")
+	}
+}
+
 // onSuiteS3 tells whether the running test's caches keep their tiles in
 // the pass's bucket.
 func onSuiteS3() bool { return suiteS3 != nil && !own }
