@@ -16,10 +16,22 @@ func BenchmarkExport(b *testing.B) { benchExport(b, 5000) }
 // BenchmarkExportMixed is the same with a rendered map's mix of sizes.
 func BenchmarkExportMixed(b *testing.B) { benchExport(b, 0) }
 
+// BenchmarkExportRendered is the same with the sizes of the cache's
+// tiles of what a WMS rendered (offlinetest.RenderedBenchTiles), in
+// image/png and in image/png8.
+func BenchmarkExportRendered(b *testing.B) {
+	for _, f := range []string{"image/png", "image/png8"} {
+		b.Run(f[len("image/"):], func(b *testing.B) { benchExportTiles(b, offlinetest.RenderedBenchTiles(b, f)) })
+	}
+}
+
 func benchExport(b *testing.B, tileSize int) {
+	benchExportTiles(b, offlinetest.NewBenchTiles(tileSize))
+}
+
+func benchExportTiles(b *testing.B, bt *offlinetest.BenchTiles) {
 	g := builtin("EPSG:4326")
 	n := offlinetest.BenchCount()
-	bt := offlinetest.NewBenchTiles(tileSize)
 	var size, data int64
 	m := offlinetest.StartMeter()
 	for b.Loop() {
@@ -47,6 +59,7 @@ func benchExport(b *testing.B, tileSize int) {
 	}
 	m.Report(b, b.N*n)
 	b.ReportMetric(100*float64(size-data)/float64(data), "%-over-tile-bytes")
+	b.ReportMetric(float64(data)/float64(n), "B/tile")
 }
 
 // BenchmarkImport reads such a file back through the reader's checks.

@@ -384,3 +384,55 @@ func TestBadFiles(t *testing.T) {
 		t.Errorf("unknown table: %v", err)
 	}
 }
+
+// TestFileSizeNearTileBytes: a rendered map's mix of tile sizes, packed
+// into the tile table's leaf pages (sqlitefile.Window), makes a file
+// within 2 % of its tiles' bytes; in the order they come it was 4.4 %.
+func TestFileSizeNearTileBytes(t *testing.T) {
+	path := offlinetest.TempFile(t, "mixed.gpkg")
+	w, err := Create(path, builtin("EPSG:4326"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bt := offlinetest.NewBenchTiles(0)
+	for i := range 3000 {
+		idx, tile := bt.Tile(i)
+		if err := w.Put(idx, tile); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data := w.Bytes()
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	over := float64(st.Size()-data) / float64(data)
+	t.Logf("%d bytes for %d bytes of tiles: %.2f %% over", st.Size(), data, 100*over)
+	if over > 0.02 {
+		t.Errorf("the file is %.2f %% over its tiles' bytes", 100*over)
+	}
+	// Every tile reads back, wherever the packing put its row.
+	r, err := Open(path, builtin("EPSG:4326"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	n := 0
+	if err := r.Each(func(idx gridset.Index, got []byte) error {
+		i := int(idx.X*4096 + idx.Y)
+		_, want := bt.Tile(i)
+		if !bytes.Equal(got, want) {
+			return fmt.Errorf("tile %v differs", idx)
+		}
+		n++
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n != 3000 {
+		t.Errorf("read %d tiles of 3000", n)
+	}
+}

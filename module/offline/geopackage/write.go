@@ -44,6 +44,17 @@ type Writer struct {
 	bytes  int64
 	webp   bool
 	levels map[int]*gridset.Range
+	// Rows wait in a window and go in packed so that the table's leaf
+	// pages come out full (sqlitefile.Window).
+	window  *sqlitefile.Window
+	pending []pendingTile
+	rowid   int64 // the last id inserted
+}
+
+// pendingTile is a row in the window, beside its blob.
+type pendingTile struct {
+	z         int
+	x, y, top int64
 }
 
 // Create starts path (as path.partial until Close; sqlitefile) for tiles
@@ -64,7 +75,7 @@ func Create(path string, g *gridset.Gridset, o Options) (*Writer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("geopackage: %w", err)
 	}
-	w := &Writer{b: b, set: set, o: o, levels: map[int]*gridset.Range{}}
+	w := &Writer{b: b, set: set, o: o, levels: map[int]*gridset.Range{}, window: sqlitefile.NewWindow(sqlitefile.TilePageSize)}
 	if err := w.init(); err != nil {
 		b.Abort()
 		return nil, fmt.Errorf("geopackage: %w", err)
@@ -132,17 +143,12 @@ func (w *Writer) Put(idx gridset.Index, data []byte) error {
 		return fmt.Errorf("geopackage: tile %d/%d/%d is not a PNG, JPEG or WebP image", idx.Z, idx.X, idx.Y)
 	}
 	w.webp = w.webp || kind == tileimage.WebP
-	if err := w.b.Begin(); err != nil {
-		return err
-	}
-	st := w.add
-	st.BindInt(1, idx.Z)
-	st.BindInt64(2, idx.X)
-	st.BindInt64(3, w.set.TopRow(idx))
-	st.BindBlob(4, data)
-	if err := st.Exec(); err != nil {
-		return fmt.Errorf("geopackage: tile %d/%d/%d: %w", idx.Z, idx.X, idx.Y, err)
-	}
+	top := w.set.TopRow(idx)
+	// The record: id (the rowid, stored as NULL), zoom_level,
+	// tile_column, tile_row, tile_data.
+	payload := sqlitefile.RecordSize(sqlitefile.Null, sqlitefile.Int(int64(idx.Z)), sqlitefile.Int(idx.X), sqlitefile.Int(top), sqlitefile.Blob(len(data)))
+	w.window.Add(data, payload)
+	w.pending = append(w.pending, pendingTile{z: idx.Z, x: idx.X, y: idx.Y, top: top})
 	w.tiles++
 	w.bytes += int64(len(data))
 	r := w.levels[idx.Z]
@@ -152,7 +158,35 @@ func (w *Writer) Put(idx gridset.Index, data []byte) error {
 		r.MinX, r.MinY = min(r.MinX, idx.X), min(r.MinY, idx.Y)
 		r.MaxX, r.MaxY = max(r.MaxX, idx.X), max(r.MaxY, idx.Y)
 	}
-	return w.b.Added(len(data))
+	if w.window.Full() {
+		return w.flush()
+	}
+	return nil
+}
+
+// flush inserts the window's rows in packed order.
+func (w *Writer) flush() error {
+	st := w.add
+	for _, i := range w.window.Order(w.rowid + 1) {
+		p, data := w.pending[i], w.window.Blob(i)
+		if err := w.b.Begin(); err != nil {
+			return err
+		}
+		st.BindInt(1, p.z)
+		st.BindInt64(2, p.x)
+		st.BindInt64(3, p.top)
+		st.BindBlob(4, data)
+		if err := st.Exec(); err != nil {
+			return fmt.Errorf("geopackage: tile %d/%d/%d: %w", p.z, p.x, p.y, err)
+		}
+		w.rowid++
+		if err := w.b.Added(len(data)); err != nil {
+			return err
+		}
+	}
+	w.window.Reset()
+	w.pending = w.pending[:0]
+	return nil
 }
 
 // Tiles and Bytes count what has been written.
@@ -162,7 +196,12 @@ func (w *Writer) Bytes() int64 { return w.bytes }
 // Close writes the tables that describe the tiles, checks the file and
 // gives it its name. On an error nothing is left under either name.
 func (w *Writer) Close() error {
+	err := w.flush()
 	w.add.Close()
+	if err != nil {
+		w.b.Abort()
+		return err
+	}
 	if err := w.describe(); err != nil {
 		w.b.Abort()
 		return fmt.Errorf("geopackage: %w", err)

@@ -181,11 +181,20 @@ func TestRefusals(t *testing.T) {
 	if err := w.Put(gridset.Index{}, tile); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Put(gridset.Index{}, tile); err == nil {
-		t.Error("a tile written twice was accepted")
-	}
 	if err := w.Put(gridset.Index{Z: 1, X: 2}, tile); err == nil {
 		t.Error("a tile outside the grid was accepted")
+	}
+	// Rows wait in a window: a tile written twice is refused by Put or,
+	// at the latest, by Close, and then nothing is left.
+	err = w.Put(gridset.Index{}, tile)
+	if err == nil {
+		err = w.Close()
+	}
+	if err == nil || !strings.Contains(err.Error(), "tile 0/0/0") {
+		t.Errorf("a tile written twice: %v", err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("after the refusal %s: %v", path, err)
 	}
 }
 
@@ -468,5 +477,64 @@ func TestImportGDAL(t *testing.T) {
 	wgs84, _ := gridset.Builtin("EPSG:4326")
 	if _, err := Open(ok, wgs84); err == nil || !strings.Contains(err.Error(), "MBTiles holds web mercator") {
 		t.Errorf("EPSG:4326 gridset: %v", err)
+	}
+}
+
+// TestFileSizeNearTileBytes: a rendered map's mix of tile sizes, packed
+// into the images table's leaf pages (sqlitefile.Window), makes a file
+// within 2 % of its tiles' bytes; in the order they come it was 4.3 %.
+// A third of the tiles repeat an earlier one, in and across windows.
+func TestFileSizeNearTileBytes(t *testing.T) {
+	path := offlinetest.TempFile(t, "mixed.mbtiles")
+	w, err := Create(path, mercator(t), Metadata{Format: "png"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bt := offlinetest.NewBenchTiles(0)
+	tileOf := func(i int) (gridset.Index, []byte) {
+		idx, _ := bt.Tile(i)
+		_, tile := bt.Tile(i - i%3) // tiles 3k+1 and 3k+2 repeat 3k
+		return idx, tile
+	}
+	for i := range 3000 {
+		idx, tile := tileOf(i)
+		if err := w.Put(idx, tile); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := w.Stats()
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s.Images != 1000 {
+		t.Errorf("%d images for 1000 distinct tiles", s.Images)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	over := float64(st.Size()-s.ImageBytes) / float64(s.ImageBytes)
+	t.Logf("%d bytes for %d bytes of distinct tiles: %.2f %% over", st.Size(), s.ImageBytes, 100*over)
+	if over > 0.02 {
+		t.Errorf("the file is %.2f %% over its distinct tiles' bytes", 100*over)
+	}
+	r, err := Open(path, mercator(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	n := 0
+	if err := r.Each(func(idx gridset.Index, got []byte) error {
+		_, want := tileOf(int(idx.X*4096 + idx.Y))
+		if !bytes.Equal(got, want) {
+			return fmt.Errorf("tile %v differs", idx)
+		}
+		n++
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n != 3000 {
+		t.Errorf("read %d tiles of 3000", n)
 	}
 }

@@ -110,6 +110,15 @@ type Writer struct {
 	addMap   *sqlite3.Stmt
 	stats    Stats
 	levels   map[int]*gridset.Range // what was written, per level
+	// Images wait in a window and go in packed so that the images
+	// table's leaf pages come out full (sqlitefile.Window); their tiles
+	// wait with them.
+	window       *sqlitefile.Window
+	windowHashes map[[hashSize]byte]int
+	images       []pendingImage
+	tiles        []pendingTile
+	ids          []int64 // flush's tile_id of each image of the window
+	lastID       int64   // the last tile_id written
 }
 
 // Stats counts what a writer wrote.
@@ -145,7 +154,8 @@ func Create(path string, g *gridset.Gridset, md Metadata) (*Writer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mbtiles: %w", err)
 	}
-	w := &Writer{b: b, g: g, md: md, levels: map[int]*gridset.Range{}}
+	w := &Writer{b: b, g: g, md: md, levels: map[int]*gridset.Range{},
+		window: sqlitefile.NewWindow(sqlitefile.TilePageSize), windowHashes: map[[hashSize]byte]int{}}
 	if err := w.init(); err != nil {
 		b.Abort()
 		return nil, fmt.Errorf("mbtiles: %w", err)
@@ -162,7 +172,7 @@ func (w *Writer) init() error {
 	}
 	c := w.b.Conn()
 	var err error
-	if w.addImage, _, err = c.Prepare("INSERT INTO images (tile_data) VALUES (?)"); err != nil {
+	if w.addImage, _, err = c.Prepare("INSERT INTO images (tile_id, tile_data) VALUES (?, ?)"); err != nil {
 		return err
 	}
 	if w.findHash, _, err = c.Prepare("SELECT tile_id FROM scratch.hashes WHERE hash = ?"); err != nil {
@@ -175,8 +185,9 @@ func (w *Writer) init() error {
 	return err
 }
 
-// Put writes one tile. A tile written twice is an error. After an error
-// the file is not to be finished: Abort it.
+// Put writes one tile. A tile written twice is an error, reported by Put
+// or a later call. After an error the file is not to be finished: Abort
+// it.
 func (w *Writer) Put(idx gridset.Index, data []byte) error {
 	if idx.Z < 0 || idx.Z >= len(w.g.Levels) || !w.g.GridRange(idx.Z).Contains(idx.X, idx.Y) {
 		return fmt.Errorf("mbtiles: tile %d/%d/%d is outside gridset %s", idx.Z, idx.X, idx.Y, w.g.Name)
@@ -184,21 +195,11 @@ func (w *Writer) Put(idx gridset.Index, data []byte) error {
 	if len(data) == 0 {
 		return fmt.Errorf("mbtiles: tile %d/%d/%d is empty", idx.Z, idx.X, idx.Y)
 	}
-	if err := w.b.Begin(); err != nil {
-		return err
-	}
-	id, err := w.image(data)
+	id, err := w.image(idx, data)
 	if err != nil {
 		return fmt.Errorf("mbtiles: tile %d/%d/%d: %w", idx.Z, idx.X, idx.Y, err)
 	}
-	st := w.addMap
-	st.BindInt(1, idx.Z)
-	st.BindInt64(2, idx.X)
-	st.BindInt64(3, idx.Y) // TMS row: counted from the bottom, as the index is
-	st.BindInt64(4, id)
-	if err := st.Exec(); err != nil {
-		return fmt.Errorf("mbtiles: tile %d/%d/%d: %w", idx.Z, idx.X, idx.Y, err)
-	}
+	w.tiles = append(w.tiles, pendingTile{idx: idx, id: id})
 	w.stats.Tiles++
 	w.stats.Bytes += int64(len(data))
 	r := w.levels[idx.Z]
@@ -208,15 +209,30 @@ func (w *Writer) Put(idx gridset.Index, data []byte) error {
 		r.MinX, r.MinY = min(r.MinX, idx.X), min(r.MinY, idx.Y)
 		r.MaxX, r.MaxY = max(r.MaxX, idx.X), max(r.MaxY, idx.Y)
 	}
-	return w.b.Added(len(data))
+	if w.window.Full() {
+		return w.flush()
+	}
+	return nil
 }
 
-// image stores data unless an identical image is stored, and returns its id.
-func (w *Writer) image(data []byte) (int64, error) {
+// pendingTile is a map row waiting for the window's images to be
+// written: id is the image's tile_id, or -1-i for image i of the window.
+type pendingTile struct {
+	idx gridset.Index
+	id  int64
+}
+
+// image finds data's image among those written and those in the window,
+// or adds it to the window, and returns its id (pendingTile's).
+func (w *Writer) image(idx gridset.Index, data []byte) (int64, error) {
 	sum := sha256.Sum256(data)
-	h := sum[:hashSize]
+	var h [hashSize]byte
+	copy(h[:], sum[:])
+	if i, ok := w.windowHashes[h]; ok {
+		return -1 - int64(i), nil
+	}
 	f := w.findHash
-	f.BindBlob(1, h)
+	f.BindBlob(1, h[:])
 	if f.Step() {
 		id := f.ColumnInt64(0)
 		return id, f.Reset()
@@ -224,19 +240,75 @@ func (w *Writer) image(data []byte) (int64, error) {
 	if err := f.Reset(); err != nil {
 		return 0, err
 	}
-	w.addImage.BindBlob(1, data)
-	if err := w.addImage.Exec(); err != nil {
-		return 0, err
-	}
-	id := w.b.Conn().LastInsertRowID()
-	w.addHash.BindBlob(1, h)
-	w.addHash.BindInt64(2, id)
-	if err := w.addHash.Exec(); err != nil {
-		return 0, err
-	}
+	i := w.window.Add(data, sqlitefile.RecordSize(sqlitefile.Null, sqlitefile.Blob(len(data))))
+	w.windowHashes[h] = i
+	w.images = append(w.images, pendingImage{hash: h, first: idx})
 	w.stats.Images++
 	w.stats.ImageBytes += int64(len(data))
-	return id, nil
+	return -1 - int64(i), nil
+}
+
+// pendingImage is an image in the window, beside its blob: its hash and
+// the first tile that showed it (for errors).
+type pendingImage struct {
+	hash  [hashSize]byte
+	first gridset.Index
+}
+
+// flush writes the window's images in packed order, with tile_ids given
+// in that order, their hashes, and then the map rows in the order they
+// came (map's key is the tile's address: in order, its pages fill).
+func (w *Writer) flush() error {
+	order := w.window.Order(w.lastID + 1)
+	ids := w.ids[:0]
+	for range order {
+		ids = append(ids, 0)
+	}
+	for _, i := range order {
+		w.lastID++
+		ids[i] = w.lastID
+		img, data := w.images[i], w.window.Blob(i)
+		if err := w.b.Begin(); err != nil {
+			return err
+		}
+		w.addImage.BindInt64(1, w.lastID)
+		w.addImage.BindBlob(2, data)
+		if err := w.addImage.Exec(); err != nil {
+			return fmt.Errorf("mbtiles: tile %d/%d/%d: %w", img.first.Z, img.first.X, img.first.Y, err)
+		}
+		w.addHash.BindBlob(1, img.hash[:])
+		w.addHash.BindInt64(2, w.lastID)
+		if err := w.addHash.Exec(); err != nil {
+			return fmt.Errorf("mbtiles: tile %d/%d/%d: %w", img.first.Z, img.first.X, img.first.Y, err)
+		}
+		if err := w.b.Added(len(data)); err != nil {
+			return err
+		}
+	}
+	st := w.addMap
+	for _, t := range w.tiles {
+		id := t.id
+		if id < 0 {
+			id = ids[-1-id]
+		}
+		if err := w.b.Begin(); err != nil {
+			return err
+		}
+		st.BindInt(1, t.idx.Z)
+		st.BindInt64(2, t.idx.X)
+		st.BindInt64(3, t.idx.Y) // TMS row: counted from the bottom, as the index is
+		st.BindInt64(4, id)
+		if err := st.Exec(); err != nil {
+			return fmt.Errorf("mbtiles: tile %d/%d/%d: %w", t.idx.Z, t.idx.X, t.idx.Y, err)
+		}
+		if err := w.b.Added(0); err != nil {
+			return err
+		}
+	}
+	w.window.Reset()
+	clear(w.windowHashes)
+	w.images, w.tiles, w.ids = w.images[:0], w.tiles[:0], ids
+	return nil
 }
 
 // Stats is what has been written so far.
@@ -245,8 +317,13 @@ func (w *Writer) Stats() Stats { return w.stats }
 // Close writes the metadata, checks the file and gives it its name. On an
 // error nothing is left under either name.
 func (w *Writer) Close() error {
+	err := w.flush()
 	for _, st := range []*sqlite3.Stmt{w.addImage, w.findHash, w.addHash, w.addMap} {
 		st.Close()
+	}
+	if err != nil {
+		w.b.Abort()
+		return err
 	}
 	if err := w.writeMetadata(); err != nil {
 		w.b.Abort()

@@ -38,14 +38,12 @@ const (
 )
 
 // TilePageSize is the page size of tile files: SQLite's default, which
-// measured best over a rendered map's mix of tile sizes. SQLite keeps a
-// blob whole in a b-tree page when it fits and leaves the rest of the
-// page empty when the next does not; with small pages a tile of a few KB
-// instead has a small head in the page and its body in full overflow
-// pages. Measured (docs/offline.md), the file over its tiles' bytes, 5 KB
-// tiles / a mix of 100 B and 5–30 KB: 4 KB pages 2.8–3.0 % / 4.4 %;
-// 16 KB 9.7 % / 18 %; 64 KB 1.5–2.1 % / 20 %; 2 KB 2.8–3.0 % / 2.3 %, but
-// at one and a half times the CPU a tile.
+// measured best over a rendered map's mix of tile sizes once the writers
+// pack their rows (pack.go). Measured (docs/offline.md), the file over
+// its tiles' bytes, 5 KB tiles / a mix of 100 B and 5–30 KB, packed:
+// 4 KB pages 2.8–3.0 % / 0.75–0.84 %; 1 KB 3.1 % / 0.86 %; 8 KB 65 % /
+// 1.6 %; 16 KB 9.9 % / 3.7 %; 64 KB 2.1 % / 1.3 %, and a reader then
+// reads 64 KB for every tile it looks up.
 const TilePageSize = 4096
 
 // Builder is a SQLite file being written. It is not safe for concurrent

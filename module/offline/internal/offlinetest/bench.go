@@ -3,16 +3,20 @@ package offlinetest
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"image"
 	"image/png"
+	"io/fs"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/tilecache/caddy-tilecache/module/gridset"
+	"github.com/tilecache/caddy-tilecache/module/imaging"
 )
 
 // BenchCount is the number of tiles a benchmark writes:
@@ -59,6 +63,57 @@ func NewBenchTiles(size int) *BenchTiles {
 		bt.pool = append(bt.pool, b)
 	}
 	bt.buf = make([]byte, 30_000)
+	return bt
+}
+
+// RenderedBenchTiles makes tiles of the sizes the cache stores for what
+// a real WMS renders: the PNG files under OFFLINE_BENCH_RENDERED
+// (bench/offline.sh fetches them from the MapServer upstream), decoded
+// and encoded in format (a MIME type) by the cache's own encoder, each
+// made distinct as NewBenchTiles's are. Without that directory the
+// benchmark is skipped, saying so.
+func RenderedBenchTiles(b *testing.B, format string) *BenchTiles {
+	f, err := imaging.ParseFormat(format)
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir := os.Getenv("OFFLINE_BENCH_RENDERED")
+	if dir == "" {
+		b.Skip("OFFLINE_BENCH_RENDERED is not set: bench/offline.sh fetches rendered tiles")
+	}
+	bt := &BenchTiles{}
+	longest := 0
+	var enc imaging.Encoder
+	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || filepath.Ext(path) != ".png" {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		img, err := png.Decode(bytes.NewReader(data))
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		var tile bytes.Buffer
+		if err := enc.Encode(&tile, img, f); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if data = tile.Bytes(); len(data) < 41 {
+			return fmt.Errorf("%s: a tile of %d bytes is too short to be made distinct", path, len(data))
+		}
+		bt.pool = append(bt.pool, data)
+		longest = max(longest, len(data))
+		return nil
+	})
+	if err == nil && len(bt.pool) == 0 {
+		err = fmt.Errorf("no .png under %s", dir)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	bt.buf = make([]byte, longest)
 	return bt
 }
 
