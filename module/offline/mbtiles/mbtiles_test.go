@@ -523,18 +523,8 @@ func TestFileSizeNearTileBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	n := 0
-	if err := r.Each(func(idx gridset.Index, got []byte) error {
-		_, want := tileOf(int(idx.X*4096 + idx.Y))
-		if !bytes.Equal(got, want) {
-			return fmt.Errorf("tile %v differs", idx)
-		}
-		n++
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if n != 3000 {
-		t.Errorf("read %d tiles of 3000", n)
-	}
+	offlinetest.ReadsBack(t, r.Each, 3000, func(idx gridset.Index) []byte {
+		_, tile := tileOf(int(idx.X*4096 + idx.Y))
+		return tile
+	})
 }

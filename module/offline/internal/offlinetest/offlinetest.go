@@ -5,6 +5,7 @@ package offlinetest
 
 import (
 	"bytes"
+	"fmt"
 	"image"
 	"image/color"
 	"image/png"
@@ -158,3 +159,22 @@ func TempFile(t testing.TB, name string) string {
 func ftoa(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// ReadsBack checks that each (a reader's Each) hands over n tiles, every
+// one equal to want of its place.
+func ReadsBack(t testing.TB, each func(func(gridset.Index, []byte) error) error, n int, want func(gridset.Index) []byte) {
+	t.Helper()
+	got := 0
+	if err := each(func(idx gridset.Index, data []byte) error {
+		if !bytes.Equal(data, want(idx)) {
+			return fmt.Errorf("tile %v differs", idx)
+		}
+		got++
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got != n {
+		t.Errorf("read %d tiles of %d", got, n)
+	}
+}
