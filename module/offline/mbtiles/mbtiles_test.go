@@ -528,3 +528,33 @@ func TestFileSizeNearTileBytes(t *testing.T) {
 		return tile
 	})
 }
+
+// TestRepeatsDoNotPileUp: tiles that repeat one image add nothing to the
+// window of images, and their map rows are still written in bounded
+// batches: memory stays bounded on a map of open sea.
+func TestRepeatsDoNotPileUp(t *testing.T) {
+	path := offlinetest.TempFile(t, "sea.mbtiles")
+	w, err := Create(path, mercator(t), Metadata{Format: "png"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sea := offlinetest.Tile(256, 256, gridset.Index{})
+	const n = 3*maxPendingTiles + 5
+	for i := range n {
+		if err := w.Put(gridset.Index{Z: 8, X: int64(i / 256), Y: int64(i % 256)}, sea); err != nil {
+			t.Fatal(err)
+		}
+		if len(w.tiles) > maxPendingTiles {
+			t.Fatalf("%d map rows held after %d tiles", len(w.tiles), i+1)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(path, mercator(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	offlinetest.ReadsBack(t, r.Each, n, func(gridset.Index) []byte { return sea })
+}

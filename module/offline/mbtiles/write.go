@@ -209,11 +209,16 @@ func (w *Writer) Put(idx gridset.Index, data []byte) error {
 		r.MinX, r.MinY = min(r.MinX, idx.X), min(r.MinY, idx.Y)
 		r.MaxX, r.MaxY = max(r.MaxX, idx.X), max(r.MaxY, idx.Y)
 	}
-	if w.window.Full() {
+	if w.window.Full() || len(w.tiles) >= maxPendingTiles {
 		return w.flush()
 	}
 	return nil
 }
+
+// maxPendingTiles bounds the map rows held with the window: tiles that
+// repeat a written image (open sea by the million) add no image to fill
+// the window, and would otherwise wait without end.
+const maxPendingTiles = 8192
 
 // pendingTile is a map row waiting for the window's images to be
 // written: id is the image's tile_id, or -1-i for image i of the window.
@@ -257,7 +262,8 @@ type pendingImage struct {
 
 // flush writes the window's images in packed order, with tile_ids given
 // in that order, their hashes, and then the map rows in the order they
-// came (map's key is the tile's address: in order, its pages fill).
+// came (map's key is the tile's address: in that order its inserts are
+// appends).
 func (w *Writer) flush() error {
 	order := w.window.Order(w.lastID + 1)
 	ids := w.ids[:0]
