@@ -127,6 +127,18 @@ func TestReloadKeepsTheUpstreamLimit(t *testing.T) {
 	path := submit(t, "test:a", "json", `{"seedRequest":{"gridSetId":"EPSG:4326","zoomStart":0,"zoomStop":4,"type":"seed","threadCount":4}}`)
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
+	// However the test ends (a t.Fatal included), the visitors stop with
+	// it: left running, they went on missing into the next tests' configs
+	// and their fake WMSes, and one failure here failed 42 tests after it.
+	var stopOnce sync.Once
+	stopVisitors := func() { stopOnce.Do(func() { close(stop) }); wg.Wait() }
+	t.Cleanup(stopVisitors)
+	// The visitors have connections of their own. On the shared client a
+	// visitor's connection to the config being replaced went back to the
+	// idle pool after load closed the idle ones, the old server closed it
+	// as its request ended, and the next task GET, sent on it, read EOF.
+	visitors := &http.Client{Transport: &http.Transport{DisableCompression: true}}
+	defer visitors.CloseIdleConnections()
 	wg.Add(1)
 	go func() { // visitors missing at z6, far from the seed's levels
 		defer wg.Done()
@@ -136,7 +148,7 @@ func TestReloadKeepsTheUpstreamLimit(t *testing.T) {
 				return
 			default:
 			}
-			resp, err := client.Get(siteURL(tileQuery("test:a", "EPSG:4326", gridset.Index{X: 4 * (i % 32), Y: 4 * (i / 32 % 16), Z: 6})))
+			resp, err := visitors.Get(siteURL(tileQuery("test:a", "EPSG:4326", gridset.Index{X: 4 * (i % 32), Y: 4 * (i / 32 % 16), Z: 6})))
 			if err == nil {
 				io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
@@ -151,8 +163,7 @@ func TestReloadKeepsTheUpstreamLimit(t *testing.T) {
 		}
 	}
 	ti := waitTask(t, path)
-	close(stop)
-	wg.Wait()
+	stopVisitors()
 	if ti.Status != 2 || ti.Processed != 682 || ti.Total != 682 || ti.FailedTiles != 0 {
 		t.Fatalf("seed across reloads: %+v", ti)
 	}
