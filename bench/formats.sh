@@ -32,7 +32,8 @@
 # bench/formats, the Go tool, reads MapCache's disk cache and our XYZ
 # service, every tile a HIT): tiles present/missing, mean bytes, x the
 # same tool's lossless PNG, PSNR against that lossless tile (median and
-# worst tile; inf = identical), tile types; and the seeding process's CPU
+# worst tile; inf = identical; pooled: of the mean squared error over all
+# the tiles, the set's PSNR as one image), tile types; and the seeding process's CPU
 # seconds (mapcache_seed's user+sys; Caddy's /proc ticks during the seed)
 # over the metatiles of levels 0..MAXZ. The two lossless sets are compared
 # with each other too (pixel-identical expected: the same MapServer
@@ -290,11 +291,11 @@ seed_ours() {
 
 # row TOOL FORMAT KVLINE SECS CPU
 row() {
-	local m w
-	m=$(kv psnr_median "$3") w=$(kv psnr_worst "$3")
-	out "$(printf '%-9s %-10s %5s/%-4s %8s %6s %8s %8s %11s %6s %8s %6s %7s  %s' "$1" "$2" \
+	local m w p
+	m=$(kv psnr_median "$3") w=$(kv psnr_worst "$3") p=$(kv psnr_pooled "$3")
+	out "$(printf '%-9s %-10s %5s/%-4s %8s %6s %8s %8s %8s %11s %6s %8s %6s %7s  %s' "$1" "$2" \
 		"$(kv present "$3")" "$(kv tiles "$3")" "$(kv mean_bytes "$3" | awk '{ printf "%.0f", $1 }')" \
-		"${RATIO:-$(kv ratio "$3")}" "${m:--}" "${w:--}" "$(kv worst_tile "$3")" "$(kv identical "$3")" \
+		"${RATIO:-$(kv ratio "$3")}" "${m:--}" "${w:--}" "${p:--}" "$(kv worst_tile "$3")" "$(kv identical "$3")" \
 		"$(awk -v t="$4" 'BEGIN { printf "%.2f", t }')" "$5" "$(awk -v c="$5" -v m="$METAS" 'BEGIN { printf "%.1f", 1000 * c / m }')" "$(kv types "$3")")"
 }
 
@@ -317,7 +318,7 @@ for L in $LAYERS; do
 	mapcache_xml "$L" "$d" >"$d/mapcache.xml"
 	out ""
 	out "-- $L (TRANSPARENT=$(transparent "$L" && echo TRUE || echo FALSE))"
-	out "$(printf '%-9s %-10s %10s %8s %6s %8s %8s %11s %6s %8s %6s %7s  %s' tool format tiles mean_B x_png psnr_med worst worst_tile ident secs cpu_s ms/meta types)"
+	out "$(printf '%-9s %-10s %10s %8s %6s %8s %8s %8s %11s %6s %8s %6s %7s  %s' tool format tiles mean_B x_png psnr_med worst pooled worst_tile ident secs cpu_s ms/meta types)"
 	declare -A MCSECS=() MCCPU=()
 	for ts in png png8 mixed; do
 		seed_mapcache "$L" "$ts"
