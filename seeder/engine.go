@@ -45,6 +45,7 @@ type Engine struct {
 	cancel    context.CancelFunc
 	running   sync.WaitGroup // workers and their units
 	loops     sync.WaitGroup // the checkpoint loop
+	saving    sync.WaitGroup // finished tasks' final records being written
 
 	mu sync.Mutex
 	// attached are the caches of the configs that drive the engine, oldest
@@ -136,6 +137,11 @@ func (e *Engine) Destruct() error {
 	e.cancel()
 	e.running.Wait()
 	e.loops.Wait()
+	// The tasks that ended as the workers stopped (killed ones finishing
+	// their metatiles, above all) have their final records written before
+	// the store can close: left to race the close, a killed task was
+	// saved as running and came back after the restart.
+	e.saving.Wait()
 	e.mu.Lock()
 	active := append([]*Task(nil), e.active...)
 	e.mu.Unlock()
@@ -469,7 +475,9 @@ func (e *Engine) finishLocked(t *Task) {
 		delete(e.byID, old.ID)
 		e.history = e.history[1:]
 	}
+	e.saving.Add(1)
 	go func() { // outside e.mu: it writes to disk
+		defer e.saving.Done()
 		e.saveFinal(t, evicted)
 		for _, f := range files {
 			if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {

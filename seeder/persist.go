@@ -104,7 +104,17 @@ func (t *Task) savedLocked() saved {
 		Total:  t.Total, State: t.state, Failures: t.failures.Load(),
 		Created: t.created, Started: t.started, Finished: t.finished, LastError: t.lastErr, Reason: t.reason,
 	}
-	if t.state == Done || t.state == Aborted {
+	if t.killed.Load() && t.state != Done && t.state != Aborted {
+		// Killed (or aborted), its workers still finishing the metatiles
+		// in hand: it ends ABORTED whatever happens next, so that is what
+		// the store keeps. Saved as running, a crash or a stop before the
+		// workers were done brought a killed task back after the restart.
+		r.State = Aborted
+		if r.Finished.IsZero() {
+			r.Finished = time.Now()
+		}
+	}
+	if r.State == Done || r.State == Aborted {
 		r.Processed, r.FailedTiles = t.processed.Load(), t.failedTiles.Load()
 	} else {
 		r.Checkpoint, r.Processed, r.FailedTiles = t.cp.snapshot()
@@ -112,33 +122,34 @@ func (t *Task) savedLocked() saved {
 	return r
 }
 
-// persist saves the given tasks in the cache's store.
+// persist saves the given tasks in the cache's store. A task's record is
+// taken and written under its saveMu, so that of two writers (the
+// checkpoint loop, a kill, the task's end) the one that writes last also
+// took the newer record: a checkpoint taken before a kill never lands
+// after it.
 func (e *Engine) persist(tasks ...*Task) {
-	if len(tasks) == 0 {
-		return
+	for _, t := range tasks {
+		e.persistOne(t)
 	}
+}
+
+func (e *Engine) persistOne(t *Task) {
+	t.saveMu.Lock()
+	defer t.saveMu.Unlock()
 	e.mu.Lock()
 	st := e.st
-	if st == nil {
+	if st == nil || t.store != st.Name() || t.cl != nil {
 		e.mu.Unlock()
-		return
+		return // the cache has moved on (this task is the old store's), or the task is the cluster's
 	}
-	recs := make([]saved, len(tasks))
-	for i, t := range tasks {
-		recs[i] = t.savedLocked()
-	}
+	rec := t.savedLocked()
 	e.mu.Unlock()
-	for i, t := range tasks {
-		if t.store != st.Name() || t.cl != nil {
-			continue // the cache has moved on (this task is the old store's), or the task is the cluster's
-		}
-		b, err := json.Marshal(recs[i])
-		if err == nil {
-			err = st.PutTask(t.ID, b)
-		}
-		if err != nil {
-			e.log.Warn("saving a task's checkpoint failed", zap.Int64("task", t.ID), zap.Error(err))
-		}
+	b, err := json.Marshal(rec)
+	if err == nil {
+		err = st.PutTask(t.ID, b)
+	}
+	if err != nil {
+		e.log.Warn("saving a task's checkpoint failed", zap.Int64("task", t.ID), zap.Error(err))
 	}
 }
 

@@ -66,6 +66,11 @@ func (e *Engine) Kill(layer string, which Which) (killed, finished []Summary, er
 	if reg := e.shared(); reg != nil {
 		return e.killShared(reg, layer, which)
 	}
+	var halted []*Task
+	// The answer means the tasks will not run again: their records say so
+	// before it is given, whatever comes next (a crash, a stop) while
+	// their workers finish the metatiles in hand.
+	defer func() { e.persist(halted...) }()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, t := range append([]*Task(nil), e.active...) {
@@ -80,6 +85,7 @@ func (e *Engine) Kill(layer string, which Which) (killed, finished []Summary, er
 			if pending {
 				e.finishLocked(t)
 			}
+			halted = append(halted, t)
 			// Reported as ABORTED: that is where a terminated task ends,
 			// even while its workers finish the metatile in hand.
 			killed = append(killed, Summary{t.ID, t.Spec.Layer, t.Spec.Type, Aborted})
@@ -113,6 +119,12 @@ func (e *Engine) KillTask(id int64) (Summary, error) {
 	if reg := e.shared(); reg != nil {
 		return e.killTaskShared(reg, id)
 	}
+	var halted *Task
+	defer func() { // as Kill: saved ABORTED before the answer, once e.mu is let go
+		if halted != nil {
+			e.persist(halted)
+		}
+	}()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	t, ok := e.byID[id]
@@ -133,6 +145,7 @@ func (e *Engine) KillTask(id int64) (Summary, error) {
 	if pending {
 		e.finishLocked(t)
 	}
+	halted = t
 	sum.State = Aborted
 	e.log.Info("task killed", zap.Int64("id", id), zap.String("layer", t.Spec.Layer))
 	return sum, nil

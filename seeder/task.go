@@ -168,6 +168,9 @@ type Task struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
+	// saveMu orders the writes of the task's record (persistOne).
+	saveMu sync.Mutex
+
 	// Guarded by the engine's mutex.
 	state    State
 	workers  int
