@@ -2,9 +2,11 @@ package seeder
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,11 +17,11 @@ import (
 )
 
 // heldUpstream holds every GetMap: each one is announced on arrived and
-// answered (not with an image) only when the test sends on release (or its client gives
-// up), so that a seed's worker has a metatile in hand when the test kills
-// its task. A killed task's worker leaves the fetch at once, but the fetch
-// stays on the wire for whoever else asks for the metatile: release ends
-// it.
+// answered (not with an image) only when the test sends on release (or
+// its client gives up), so that a seed's worker has a metatile in hand
+// when the test kills its task. A killed task's worker leaves the fetch at
+// once, but the fetch stays on the wire for whoever else asks for the
+// metatile: release ends it.
 func heldUpstream(t *testing.T) (srv *httptest.Server, arrived, release chan struct{}) {
 	arrived, release = make(chan struct{}, 64), make(chan struct{}, 64)
 	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -36,7 +38,11 @@ func heldUpstream(t *testing.T) (srv *httptest.Server, arrived, release chan str
 	return srv, arrived, release
 }
 
-func openKillFixture(t *testing.T, name, upstream, dir string) (*Engine, *tilecache.Cache) {
+// openKillFixture opens a cache on dir and an engine attached to it. The
+// returned stop lets both go, once: the test may call it to restart on the
+// same store, and a cleanup calls it in any case, so that a failure part
+// way through does not leave the store open for the package's later tests.
+func openKillFixture(t *testing.T, name, upstream, dir string) (e *Engine, c *tilecache.Cache, stop func() error) {
 	t.Helper()
 	c, err := tilecache.NewCache(name, tilecache.Config{
 		Upstream: upstream + "/wms",
@@ -47,13 +53,23 @@ func openKillFixture(t *testing.T, name, upstream, dir string) (*Engine, *tileca
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := Acquire(name, Config{Workers: 1, History: 100, CheckpointInterval: time.Hour}, zap.NewNop())
+	e, err = Acquire(name, Config{Workers: 1, History: 100, CheckpointInterval: time.Hour}, zap.NewNop())
 	if err != nil {
 		c.Release()
 		t.Fatal(err)
 	}
 	e.Attach(c)
-	return e, c
+	var once sync.Once
+	var stopErr error
+	stop = func() error {
+		once.Do(func() {
+			// The engine first: its workers write task records to the store.
+			stopErr = errors.Join(e.Release(), c.Release())
+		})
+		return stopErr
+	}
+	t.Cleanup(func() { stop() })
+	return e, c, stop
 }
 
 // storedState is the state of task id as its record in the store says.
@@ -89,7 +105,7 @@ func TestKilledTasksStayKilled(t *testing.T) {
 	up, arrived, release := heldUpstream(t)
 	dir := t.TempDir()
 	name := fmt.Sprintf("kill%d", time.Now().UnixNano())
-	e, c := openKillFixture(t, name, up.URL, dir)
+	e, c, stop := openKillFixture(t, name, up.URL, dir)
 
 	var ids []int64
 	for round := range 20 {
@@ -129,15 +145,10 @@ func TestKilledTasksStayKilled(t *testing.T) {
 	}
 
 	// A stop and a start on the same store: nothing comes back to run.
-	if err := e.Release(); err != nil {
+	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Release(); err != nil {
-		t.Fatal(err)
-	}
-	e2, c2 := openKillFixture(t, name+"-again", up.URL, dir)
-	defer c2.Release()
-	defer e2.Release()
+	e2, _, _ := openKillFixture(t, name+"-again", up.URL, dir)
 	if l, err := e2.List(""); err != nil || len(l) != 0 {
 		t.Fatalf("after the restart the tasks listed: %v, %v", l, err)
 	}
