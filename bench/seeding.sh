@@ -12,7 +12,12 @@
 #      and compare tiles/s (from GET /rest/tasks/<id>.json) with the limit
 #      WORKERS × 16 ÷ DELAY. ROUNDS rounds, interleaved. The fake WMS
 #      answers, byte for byte, a real 1024×1024 MapServer metatile of
-#      test:polygons, captured once at the start. With PROFILE=1 (default),
+#      SOURCE_LAYER (test:polygons), captured once at the start. Each of
+#      FORMATS (image/png) is seeded in every round, a fresh layer each,
+#      interleaved: with a dense SOURCE_LAYER and a DELAY of MapServer's
+#      own render time, it measures what a tile format's encoding costs a
+#      seed when the upstream is on another machine (issue 31: png8 or
+#      WebP against PNG, "the upstream still sets the pace"). With PROFILE=1 (default),
 #      one more seed at the first DELAY runs under Caddy's CPU profiler
 #      (admin /debug/pprof/profile) and the top functions are printed.
 #
@@ -36,6 +41,9 @@
 #
 # Environment (defaults in brackets):
 #   DELAYS ["20ms 50ms 120ms"] WORKERS [2] ROUNDS [2] SEED_Z [6]
+#     (a DELAY of "render": MapServer's own time for the captured metatile)
+#   SOURCE_LAYER [test:polygons] TRANSPARENT [TRUE] the captured metatile
+#   FORMATS ["image/png"] part A's tile formats (image/png8, image/webp, …)
 #   PROFILE [1] PROFILE_SECONDS [10]   MS_MAXZ [5] MS_ROUNDS [3] (0: no part B)
 #   QUIET_WAIT [45] per run, QUIET_BUDGET [120] in all (seconds)
 #   DEADLINE [600] (seconds; the script stops itself after)
@@ -57,6 +65,9 @@ DELAYS=${DELAYS:-"20ms 50ms 120ms"}
 WORKERS=${WORKERS:-2}
 ROUNDS=${ROUNDS:-2}
 SEED_Z=${SEED_Z:-6}
+SOURCE_LAYER=${SOURCE_LAYER:-test:polygons}
+TRANSPARENT=${TRANSPARENT:-TRUE}
+FORMATS=${FORMATS:-image/png}
 PROFILE=${PROFILE:-1}
 PROFILE_SECONDS=${PROFILE_SECONDS:-10}
 MS_MAXZ=${MS_MAXZ:-5}
@@ -81,7 +92,10 @@ done
 ((WORKERS >= 1 && ROUNDS >= 1)) || die "WORKERS and ROUNDS must be >= 1"
 ((SEED_Z >= 2 && SEED_Z <= 8)) || die "SEED_Z must be 2..8"
 ((MS_MAXZ <= 7)) || die "MS_MAXZ must be <= 7"
-for d in $DELAYS; do [[ $d =~ ^[0-9]+ms$ ]] || die "DELAYS: '$d' is not like 20ms"; done
+for d in $DELAYS; do [[ $d =~ ^[0-9]+ms$ || $d == render ]] || die "DELAYS: '$d' is not like 20ms (or render)"; done
+[[ $SOURCE_LAYER =~ ^test:[a-z]+$ ]] || die "SOURCE_LAYER: '$SOURCE_LAYER' is not a test: layer"
+[[ $TRANSPARENT == TRUE || $TRANSPARENT == FALSE ]] || die "TRANSPARENT must be TRUE or FALSE"
+for f in $FORMATS; do [[ $f =~ ^image/[a-z0-9.+-]+$ ]] || die "FORMATS: '$f' is not a MIME type"; done
 CLK_TCK=$(getconf CLK_TCK)
 T_START=$(date +%s)
 
@@ -208,10 +222,15 @@ log "starting MapServer on 127.0.0.1:$UP_PORT ($UPDIR)"
 UPSTREAM_STARTED=1
 "$ROOT/upstream/start.sh" "$UPDIR" "$UP_PORT" >"$TMP/upstream-start.log" 2>&1 ||
 	{ cat "$TMP/upstream-start.log" >&2; die "upstream/start.sh failed"; }
-SOURCE_URL="http://127.0.0.1:$UP_PORT/wms?SERVICE=WMS&VERSION=1.1.1&REQUEST=GetMap&LAYERS=test:polygons&STYLES=&SRS=EPSG:4326&BBOX=0,0,45,45&WIDTH=1024&HEIGHT=1024&FORMAT=image/png&TRANSPARENT=TRUE"
+SOURCE_URL="http://127.0.0.1:$UP_PORT/wms?SERVICE=WMS&VERSION=1.1.1&REQUEST=GetMap&LAYERS=$SOURCE_LAYER&STYLES=&SRS=EPSG:4326&BBOX=0,0,45,45&WIDTH=1024&HEIGHT=1024&FORMAT=image/png&TRANSPARENT=$TRANSPARENT"
 ct=$(curl -s -m 30 -o "$TMP/source.png" -w '%{http_code} %{content_type}' "$SOURCE_URL") || die "capturing a MapServer metatile"
 [[ $ct == "200 image/png" ]] || die "capturing a MapServer metatile: $ct"
-log "captured a 1024x1024 MapServer metatile of test:polygons ($(stat -c %s "$TMP/source.png") bytes) for the fake WMS"
+# MapServer's own time for this metatile, warm (its files read once by
+# the capture): the DELAY that stands for it on another machine.
+RENDER_MS=$(for _ in 1 2 3; do curl -s -m 30 -o /dev/null -w '%{time_total}\n' "$SOURCE_URL"; done |
+	sort -n | awk 'NR == 2 { printf "%.0f", 1000 * $1 }')
+DELAYS=${DELAYS//render/${RENDER_MS}ms}
+log "captured a 1024x1024 MapServer metatile of $SOURCE_LAYER ($(stat -c %s "$TMP/source.png") bytes, MapServer answers it in $RENDER_MS ms) for the fake WMS"
 
 FIRST_DELAY=${DELAYS%% *}
 "$TMP/fakewms" -addr "127.0.0.1:$FAKE_PORT" -delay "$FIRST_DELAY" -source "$TMP/source.png" \
@@ -219,7 +238,7 @@ FIRST_DELAY=${DELAYS%% *}
 FAKE_PID=$!
 
 # ---------------------------------------------------------------- Caddy
-NLAYERS=$((ROUNDS * $(wc -w <<<"$DELAYS") + 1))
+NLAYERS=$((ROUNDS * $(wc -w <<<"$DELAYS") * $(wc -w <<<"$FORMATS") + 1))
 CONC=$((WORKERS > 4 ? WORKERS : 4))
 {
 	cat <<EOF
@@ -256,7 +275,7 @@ EOF
 		timeout 60s
 EOF
 		for i in $(seq "$NLAYERS"); do
-			printf '\t\tlayer bench:r%d {\n\t\t\tupstream_layers test:polygons\n\t\t\tgridsets EPSG:4326\n\t\t\tformats image/png\n\t\t\tmetatile 4 4\n\t\t}\n' "$i"
+			printf '\t\tlayer bench:r%d {\n\t\t\tupstream_layers %s\n\t\t\tgridsets EPSG:4326\n\t\t\tformats %s\n\t\t\tmetatile 4 4\n\t\t}\n' "$i" "$SOURCE_LAYER" "$FORMATS"
 		done
 		printf '\t}\n}\n'
 	done
@@ -300,9 +319,9 @@ curl -s -m 2 -o /dev/null "http://127.0.0.1:$FAKE_PORT/stats" || die "fakewms is
 # ---------------------------------------------------------------- REST helpers
 # submit, wait_task, task_secs
 . "$HERE/rest.sh"
-seed_json() { # seed_json ZSTART ZSTOP [TYPE]
-	printf '{"seedRequest":{"gridSetId":"EPSG:4326","zoomStart":%d,"zoomStop":%d,"format":"image/png","type":"%s","threadCount":%d}}' \
-		"$1" "$2" "${3:-seed}" "$WORKERS"
+seed_json() { # seed_json ZSTART ZSTOP [TYPE [FORMAT]]
+	printf '{"seedRequest":{"gridSetId":"EPSG:4326","zoomStart":%d,"zoomStop":%d,"format":"%s","type":"%s","threadCount":%d}}' \
+		"$1" "$2" "${4:-image/png}" "${3:-seed}" "$WORKERS"
 }
 
 # ---------------------------------------------------------------- A. fixed render time
@@ -312,42 +331,44 @@ out "== Seeding throughput: bench/fakewms with a fixed render time =="
 out "$(date -u +%FT%TZ), $(nproc) CPUs, $(uname -r); Caddy $("$TMP/caddy" version | cut -d' ' -f1)"
 out "binary $CADDY_BIN (built $(date -u -r "$CADDY_BIN" +%FT%TZ)); repository HEAD at run time $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet HEAD -- . ':!bench' 2>/dev/null || echo ', working tree modified')"
 out "EPSG:4326 level $SEED_Z of a fresh layer: $TILES_A tiles = $METAS_A metatiles of 4x4 (1024x1024 px); workers $WORKERS, threadCount $WORKERS, upstream_concurrency $CONC"
-out "fake WMS answer: the 1024x1024 MapServer metatile of test:polygons at BBOX=0,0,45,45 ($(stat -c %s "$TMP/source.png") bytes as MapServer"
-out "sent it), served by the fake WMS byte for byte: $(curl -s -o /dev/null -w '%{size_download}' "http://127.0.0.1:$FAKE_PORT/wms?REQUEST=GetMap&WIDTH=1024&HEIGHT=1024") bytes"
+out "fake WMS answer: the 1024x1024 MapServer metatile of $SOURCE_LAYER (TRANSPARENT=$TRANSPARENT) at BBOX=0,0,45,45 ($(stat -c %s "$TMP/source.png") bytes as MapServer"
+out "sent it, in $RENDER_MS ms, the median of 3 warm requests), served by the fake WMS byte for byte: $(curl -s -o /dev/null -w '%{size_download}' "http://127.0.0.1:$FAKE_PORT/wms?REQUEST=GetMap&WIDTH=1024&HEIGHT=1024") bytes"
 out ""
-out "$(printf '%-6s %-6s %-5s %7s %8s %9s %9s %7s %9s %7s %7s %7s %6s %6s %6s' round store delay tiles secs tiles/s limit '%lim' caddy-ms/m busy% serve idle caddy fake other)"
-declare -A RES # per "delay store": tiles/s values
+out "$(printf '%-6s %-6s %-5s %-10s %7s %8s %9s %9s %7s %9s %7s %7s %7s %6s %6s %6s' round store delay format tiles secs tiles/s limit '%lim' caddy-ms/m busy% serve idle caddy fake other)"
+declare -A RES # per "delay store format": tiles/s values
 layer_no=0
 for round in $(seq "$ROUNDS"); do
 	for d in $DELAYS; do
-		layer_no=$((layer_no + 1))
-		for store in $STORES; do
-			curl -s -m 5 -o /dev/null "http://127.0.0.1:$FAKE_PORT/control?delay=$d&reset=1" || die "fakewms control"
-			wait_quiet
-			snap a0
-			url=$(submit "http://127.0.0.1:${STORE_PORT[$store]}" "bench:r$layer_no" "$(seed_json "$SEED_Z" "$SEED_Z")")
-			wait_task "$url" 300
-			snap a1
-			usage a0 a1
-			processed=$(jq -r .processed <<<"$TASK_JSON")
-			failed=$(jq -r .failedTiles <<<"$TASK_JSON")
-			((processed == TILES_A && failed == 0)) || die "task: processed $processed failed $failed of $TILES_A"
-			gm=$(curl -s -m 5 "http://127.0.0.1:$FAKE_PORT/stats" | jq -r .getmap)
-			((gm == METAS_A)) || die "fake WMS saw $gm GetMaps, expected $METAS_A"
-			secs=$(task_secs)
-			# Where the upstream slots sat idle: from the fake WMS's trace
-			# of every GetMap (arrival, end), the slot time not spent
-			# answering, per request, and the mean time answering.
-			read -r idle_ms serve_ms < <(curl -s -m 5 "http://127.0.0.1:$FAKE_PORT/trace" | awk -v w="$WORKERS" '
-				NR == 1 || $1 < s0 { s0 = $1 } $2 > e1 { e1 = $2 } { sum += $2 - $1; n++ }
-				END { if (!n) { print "- -"; exit } printf "%.2f %.2f\n", (w * (e1 - s0) - sum) / n / 1e6, sum / n / 1e6 }')
-			ms=${d%ms}
-			read -r tps limit pct cpm busy < <(awk -v n="$processed" -v s="$secs" -v w="$WORKERS" -v d="$ms" \
-				-v cs="$U_caddy_s" -v m="$METAS_A" 'BEGIN {
-				tps = n / s; lim = w * 16 / (d / 1000)
-				printf "%.0f %.0f %.1f %.1f %.0f\n", tps, lim, 100 * tps / lim, 1000 * cs / m, 100 * m * d / 1000 / (s * w) }')
-			RES["$d $store"]+="$tps "
-			out "$(printf '%-6s %-6s %-5s %7d %8.2f %9s %9s %7s %9s %7s %7s %7s %6s %6s %6s' "$round" "$store" "$d" "$processed" "$secs" "$tps" "$limit" "$pct" "$cpm" "$busy" "$serve_ms" "$idle_ms" "$U_caddy" "$U_fake" "$U_other")"
+		for fmt in $FORMATS; do
+			layer_no=$((layer_no + 1))
+			for store in $STORES; do
+				curl -s -m 5 -o /dev/null "http://127.0.0.1:$FAKE_PORT/control?delay=$d&reset=1" || die "fakewms control"
+				wait_quiet
+				snap a0
+				url=$(submit "http://127.0.0.1:${STORE_PORT[$store]}" "bench:r$layer_no" "$(seed_json "$SEED_Z" "$SEED_Z" seed "$fmt")")
+				wait_task "$url" "$((DEADLINE / 2))"
+				snap a1
+				usage a0 a1
+				processed=$(jq -r .processed <<<"$TASK_JSON")
+				failed=$(jq -r .failedTiles <<<"$TASK_JSON")
+				((processed == TILES_A && failed == 0)) || die "task: processed $processed failed $failed of $TILES_A"
+				gm=$(curl -s -m 5 "http://127.0.0.1:$FAKE_PORT/stats" | jq -r .getmap)
+				((gm == METAS_A)) || die "fake WMS saw $gm GetMaps, expected $METAS_A"
+				secs=$(task_secs)
+				# Where the upstream slots sat idle: from the fake WMS's trace
+				# of every GetMap (arrival, end), the slot time not spent
+				# answering, per request, and the mean time answering.
+				read -r idle_ms serve_ms < <(curl -s -m 5 "http://127.0.0.1:$FAKE_PORT/trace" | awk -v w="$WORKERS" '
+					NR == 1 || $1 < s0 { s0 = $1 } $2 > e1 { e1 = $2 } { sum += $2 - $1; n++ }
+					END { if (!n) { print "- -"; exit } printf "%.2f %.2f\n", (w * (e1 - s0) - sum) / n / 1e6, sum / n / 1e6 }')
+				ms=${d%ms}
+				read -r tps limit pct cpm busy < <(awk -v n="$processed" -v s="$secs" -v w="$WORKERS" -v d="$ms" \
+					-v cs="$U_caddy_s" -v m="$METAS_A" 'BEGIN {
+					tps = n / s; lim = w * 16 / (d / 1000)
+					printf "%.0f %.0f %.1f %.1f %.0f\n", tps, lim, 100 * tps / lim, 1000 * cs / m, 100 * m * d / 1000 / (s * w) }')
+				RES["$d $store $fmt"]+="$tps "
+				out "$(printf '%-6s %-6s %-5s %-10s %7d %8.2f %9s %9s %7s %9s %7s %7s %7s %6s %6s %6s' "$round" "$store" "$d" "${fmt#image/}" "$processed" "$secs" "$tps" "$limit" "$pct" "$cpm" "$busy" "$serve_ms" "$idle_ms" "$U_caddy" "$U_fake" "$U_other")"
+			done
 		done
 	done
 done
@@ -360,7 +381,9 @@ out "and everything else on the machine (the 2 cores are shared)."
 ((S3)) && out "s3 rows: tiles in a MinIO bucket on loopback; MinIO's CPU is in 'other'."
 for d in $DELAYS; do
 	for store in $STORES; do
-		out "  $d $store: median $(tr ' ' '\n' <<<"${RES["$d $store"]}" | grep . | sort -n | awk '{ a[NR] = $1 } END { print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2) }') tiles/s"
+		for fmt in $FORMATS; do
+			out "  $d $store ${fmt#image/}: median $(tr ' ' '\n' <<<"${RES["$d $store $fmt"]}" | grep . | sort -n | awk '{ a[NR] = $1 } END { print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2) }') tiles/s"
+		done
 	done
 done
 
@@ -370,7 +393,7 @@ if [[ $PROFILE == 1 ]]; then
 	out "-- CPU profile of Caddy while seeding at $FIRST_DELAY (level $((SEED_Z + 1)), killed after the profile) --"
 	curl -s -m 5 -o /dev/null "http://127.0.0.1:$FAKE_PORT/control?delay=$FIRST_DELAY&reset=1"
 	wait_quiet
-	url=$(submit "http://127.0.0.1:$PORT_F" "bench:r$layer_no" "$(seed_json $((SEED_Z + 1)) $((SEED_Z + 1)))")
+	url=$(submit "http://127.0.0.1:$PORT_F" "bench:r$layer_no" "$(seed_json $((SEED_Z + 1)) $((SEED_Z + 1)) seed "${FORMATS%% *}")")
 	sleep 1
 	snap p0
 	PPROF=$HERE/results/seeding-$STAMP.cpu.pprof
