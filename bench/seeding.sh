@@ -17,9 +17,10 @@
 #      interleaved: with a dense SOURCE_LAYER and a DELAY of MapServer's
 #      own render time, it measures what a tile format's encoding costs a
 #      seed when the upstream is on another machine (issue 31: png8 or
-#      WebP against PNG, "the upstream still sets the pace"). With PROFILE=1 (default),
-#      one more seed at the first DELAY runs under Caddy's CPU profiler
-#      (admin /debug/pprof/profile) and the top functions are printed.
+#      WebP against PNG, "the upstream still sets the pace"). With
+#      PROFILE=1 (default), one more seed at the first DELAY runs under
+#      Caddy's CPU profiler (admin /debug/pprof/profile) and the top
+#      functions are printed.
 #
 #   B. Against the real MapServer (upstream/start.sh): levels 0..MS_MAXZ
 #      (default 5) of test:polygons, EPSG:4326, from an empty cache, WORKERS
