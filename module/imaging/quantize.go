@@ -96,11 +96,11 @@ type quantizer struct {
 	ids     []int32  // per pixel: its colour's index in bins
 	table   []uint64 // open addressing: colour<<32 | index+1; 0 = empty
 	shift   uint
-	bins    []nrgba       // distinct colours
-	count   []int32       // pixels per colour
-	items   []qitem       // median cut's copy of bins, reordered by it
-	byValue [256]boxStats // newBox's sums of items by their value in a channel
-	seen    [4]uint64     // the values in byValue, a bit each
+	bins    []nrgba        // distinct colours
+	count   []int32        // pixels per colour
+	items   []qitem        // median cut's copy of bins, reordered by it
+	byValue [256]valueSums // split's sums of items by their value in a channel
+	seen    [4]uint64      // the values in byValue, a bit each
 	boxes   []qbox
 	pal     []qentry     // the palette being built
 	sums    []boxStats   // Lloyd: per entry, the sums of the colours nearest to it
@@ -224,8 +224,8 @@ type qitem struct {
 }
 
 // boxStats are the weighted sums of a set of colours: enough for its mean
-// and its squared error around the mean. Integers: exact, and the split
-// search adds one item at a time.
+// and its squared error around the mean. Integers: exact, so a part of a
+// split box has the box's sums less the other part's.
 type boxStats struct {
 	n       int64
 	sum, sq [4]int64
@@ -359,6 +359,23 @@ func (q *quantizer) addBox(lo, hi int) {
 	q.boxes = append(q.boxes, newBox(lo, hi, st))
 }
 
+// valueSums are the pixel count and channel sums of the items of one value:
+// all that choosing a cut needs (the squares are summed afterwards, for
+// the smaller part only).
+type valueSums struct {
+	n   int64
+	sum [4]int64
+}
+
+// spreadOf is boxStats.spread of n pixels with these sums.
+func spreadOf(n int64, sum *[4]int64) float64 {
+	var p float64
+	for ch, v := range sum {
+		p += channelWeight[ch] * float64(v) * float64(v)
+	}
+	return p / float64(n)
+}
+
 // split cuts bx in two along the channel of most squared error, where
 // that leaves the least. The items are summed by their value in that
 // channel, and the cuts between values tried in order.
@@ -372,31 +389,55 @@ func (q *quantizer) split(bx qbox) (qbox, qbox) {
 	byValue, seen := &q.byValue, &q.seen
 	for _, it := range q.items[bx.lo:bx.hi] {
 		v := it.c[axis]
-		byValue[v].add(it)
+		s, n := &byValue[v], int64(it.n)
+		s.n += n
+		for ch, c := range it.c {
+			s.sum[ch] += n * int64(c)
+		}
 		seen[v>>6] |= 1 << (v & 63)
 	}
 	// The cut leaving the least squared error is the one with the
 	// greatest Σ sum²/n over both parts and all channels: the squares of
 	// the colours add up to the same whatever the cut.
-	var left, bestLeft boxStats
+	var left, right valueSums
 	var cut int32
 	base, gain := bx.spread(), -1.0
 	for w, bits := range seen {
 		for ; bits != 0; bits &= bits - 1 {
 			v := w<<6 | mathbits.TrailingZeros64(bits)
-			left.plus(byValue[v])
-			byValue[v] = boxStats{}
+			left.n += byValue[v].n
+			for ch := range left.sum {
+				left.sum[ch] += byValue[v].sum[ch]
+			}
+			byValue[v] = valueSums{}
 			if left.n == bx.n {
 				continue // no cut above the last value
 			}
-			if g := left.spread() + bx.minus(left).spread() - base; g > gain {
-				gain, cut, bestLeft = g, int32(v+1), left
+			right.n = bx.n - left.n
+			for ch := range right.sum {
+				right.sum[ch] = bx.sum[ch] - left.sum[ch]
+			}
+			if g := spreadOf(left.n, &left.sum) + spreadOf(right.n, &right.sum) - base; g > gain {
+				gain, cut = g, int32(v+1)
 			}
 		}
 	}
 	*seen = [4]uint64{}
 	mid := q.partition(bx.lo, bx.hi, axis, cut)
-	return newBox(bx.lo, mid, bestLeft), newBox(mid, bx.hi, bx.minus(bestLeft))
+	// The full sums, squares too, of the smaller part; the other's are
+	// the rest.
+	lo, hi := bx.lo, mid
+	if mid-bx.lo > bx.hi-mid {
+		lo, hi = mid, bx.hi
+	}
+	var part boxStats
+	for _, it := range q.items[lo:hi] {
+		part.add(it)
+	}
+	if lo == bx.lo {
+		return newBox(bx.lo, mid, part), newBox(mid, bx.hi, bx.minus(part))
+	}
+	return newBox(bx.lo, mid, bx.minus(part)), newBox(mid, bx.hi, part)
 }
 
 // partition moves the items of items[lo:hi] whose channel ch is below cut

@@ -550,3 +550,36 @@ func TestPSNR(t *testing.T) {
 		t.Errorf("index past palette: %v", p)
 	}
 }
+
+// TestMedianCutBoxSums checks the median cut's bookkeeping on the corpus:
+// split sums the squares of only the smaller part of each cut and takes
+// the other part's as the rest, so every box's sums must still equal those
+// of the colours it holds, and the boxes must hold every colour once. A
+// wrong part (or a cut that moved items after their sums were taken)
+// changes which box is split next and where, silently, in PSNR.
+func TestMedianCutBoxSums(t *testing.T) {
+	for _, set := range benchSets() {
+		q := new(quantizer)
+		for i, tile := range set.tiles {
+			q.histogram(tile)
+			if len(q.bins) <= 256 {
+				continue
+			}
+			q.medianCut(256)
+			held := 0
+			for _, bx := range q.boxes {
+				var want boxStats
+				for _, it := range q.items[bx.lo:bx.hi] {
+					want.add(it)
+				}
+				if bx.boxStats != want {
+					t.Fatalf("%s tile %d: box [%d,%d) has sums %+v, its colours %+v", set.name, i, bx.lo, bx.hi, bx.boxStats, want)
+				}
+				held += bx.hi - bx.lo
+			}
+			if held != len(q.bins) || len(q.boxes) != 256 {
+				t.Fatalf("%s tile %d: %d boxes hold %d of %d colours", set.name, i, len(q.boxes), held, len(q.bins))
+			}
+		}
+	}
+}
