@@ -242,13 +242,7 @@ func (s *boxStats) add(it qitem) {
 
 // spread is Σ weight·sum²/n over the channels: the squared error is
 // Σ weight·sq minus this.
-func (s boxStats) spread() float64 {
-	var p float64
-	for ch, v := range s.sum {
-		p += channelWeight[ch] * float64(v) * float64(v)
-	}
-	return p / float64(s.n)
-}
+func (s boxStats) spread() float64 { return spreadOf(s.n, &s.sum) }
 
 func (s *boxStats) plus(t boxStats) {
 	s.n += t.n
@@ -367,7 +361,8 @@ type valueSums struct {
 	sum [4]int64
 }
 
-// spreadOf is boxStats.spread of n pixels with these sums.
+// spreadOf is Σ weight·sum²/n over the channels of n pixels with these
+// sums: boxStats.spread, and the cut search's on sums without squares.
 func spreadOf(n int64, sum *[4]int64) float64 {
 	var p float64
 	for ch, v := range sum {
