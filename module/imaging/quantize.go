@@ -7,7 +7,6 @@ import (
 	"image/color"
 	"image/draw"
 	"math"
-	mathbits "math/bits"
 	"slices"
 	"sync"
 )
@@ -90,24 +89,23 @@ const nearExact = 12
 // quantizer is one call's working memory, pooled: tiles are quantized by
 // the thousand while seeding.
 type quantizer struct {
-	read    pixelReader
-	row     []nrgba
-	w, h    int
-	ids     []int32  // per pixel: its colour's index in bins
-	table   []uint64 // open addressing: colour<<32 | index+1; 0 = empty
-	shift   uint
-	bins    []nrgba        // distinct colours
-	count   []int32        // pixels per colour
-	items   []qitem        // median cut's copy of bins, reordered by it
-	byValue [256]valueSums // split's sums of items by their value in a channel
-	seen    [4]uint64      // the values in byValue, a bit each
-	boxes   []qbox
-	pal     []qentry     // the palette being built
-	sums    []boxStats   // Lloyd: per entry, the sums of the colours nearest to it
-	near    nearestEntry // pal sorted for nearest-entry searches
-	assign  []uint8      // per bin: its entry
-	dist    []int32      // per bin: squared distance to its entry
-	errs    []float32    // dithering: two rows of RGB error
+	read   pixelReader
+	row    []nrgba
+	w, h   int
+	ids    []int32  // per pixel: its colour's index in bins
+	table  []uint64 // open addressing: colour<<32 | index+1; 0 = empty
+	shift  uint
+	bins   []nrgba // distinct colours
+	count  []int32 // pixels per colour
+	items  []qitem // median cut's copy of bins, reordered by it
+	sorted []qitem // split's scratch: a box's items sorted by a channel
+	boxes  []qbox
+	pal    []qentry     // the palette being built
+	sums   []boxStats   // Lloyd: per entry, the sums of the colours nearest to it
+	near   nearestEntry // pal sorted for nearest-entry searches
+	assign []uint8      // per bin: its entry
+	dist   []int32      // per bin: squared distance to its entry
+	errs   []float32    // dithering: two rows of RGB error
 }
 
 var quantizerPool = sync.Pool{New: func() any { return new(quantizer) }}
@@ -353,14 +351,6 @@ func (q *quantizer) addBox(lo, hi int) {
 	q.boxes = append(q.boxes, newBox(lo, hi, st))
 }
 
-// valueSums are the pixel count and channel sums of the items of one value:
-// all that choosing a cut needs (the squares are summed afterwards, for
-// the smaller part only).
-type valueSums struct {
-	n   int64
-	sum [4]int64
-}
-
 // spreadOf is Σ weight·sum²/n over the channels of n pixels with these
 // sums: boxStats.spread, and the cut search's on sums without squares.
 func spreadOf(n int64, sum *[4]int64) float64 {
@@ -372,8 +362,12 @@ func spreadOf(n int64, sum *[4]int64) float64 {
 }
 
 // split cuts bx in two along the channel of most squared error, where
-// that leaves the least. The items are summed by their value in that
-// channel, and the cuts between values tried in order.
+// that leaves the least. The box's items are sorted by their value in
+// that channel (a counting sort: two passes and a copy), then summed in
+// order, the cut between each two values tried as the sums pass it.
+// Sorting first keeps the sums in registers; summing each value's items
+// into a table, as before, cost five read-modify-writes of memory an
+// item and a partition afterwards.
 func (q *quantizer) split(bx qbox) (qbox, qbox) {
 	axis := 0
 	for ch := range 4 {
@@ -381,73 +375,68 @@ func (q *quantizer) split(bx qbox) (qbox, qbox) {
 			axis = ch
 		}
 	}
-	byValue, seen := &q.byValue, &q.seen
-	for _, it := range q.items[bx.lo:bx.hi] {
+	items := q.items[bx.lo:bx.hi]
+	var at [257]int32 // where each value's items go
+	first, last := int32(255), int32(0)
+	for _, it := range items {
 		v := it.c[axis]
-		s, n := &byValue[v], int64(it.n)
-		s.n += n
-		for ch, c := range it.c {
-			s.sum[ch] += n * int64(c)
-		}
-		seen[v>>6] |= 1 << (v & 63)
+		at[v+1]++
+		first, last = min(first, v), max(last, v)
 	}
+	for v := first + 1; v <= last; v++ {
+		at[v] += at[v-1]
+	}
+	sorted := growTo(q.sorted, len(items))
+	q.sorted = sorted
+	for _, it := range items {
+		v := it.c[axis]
+		sorted[at[v]] = it
+		at[v]++
+	}
+	copy(items, sorted)
 	// The cut leaving the least squared error is the one with the
 	// greatest Σ sum²/n over both parts and all channels: the squares of
 	// the colours add up to the same whatever the cut.
-	var left, right valueSums
-	var cut int32
-	base, gain := bx.spread(), -1.0
-	for w, bits := range seen {
-		for ; bits != 0; bits &= bits - 1 {
-			v := w<<6 | mathbits.TrailingZeros64(bits)
-			left.n += byValue[v].n
-			for ch := range left.sum {
-				left.sum[ch] += byValue[v].sum[ch]
-			}
-			byValue[v] = valueSums{}
-			if left.n == bx.n {
-				continue // no cut above the last value
-			}
-			right.n = bx.n - left.n
-			for ch := range right.sum {
-				right.sum[ch] = bx.sum[ch] - left.sum[ch]
-			}
-			if g := spreadOf(left.n, &left.sum) + spreadOf(right.n, &right.sum) - base; g > gain {
-				gain, cut = g, int32(v+1)
-			}
+	var n, s0, s1, s2, s3 int64
+	var sum, rest [4]int64
+	base, gain, mid := bx.spread(), -1.0, 0
+	for i := 0; i < len(items); {
+		v := items[i].c[axis]
+		for ; i < len(items) && items[i].c[axis] == v; i++ {
+			it := &items[i]
+			w := int64(it.n)
+			n += w
+			s0 += w * int64(it.c[0])
+			s1 += w * int64(it.c[1])
+			s2 += w * int64(it.c[2])
+			s3 += w * int64(it.c[3])
+		}
+		if i == len(items) {
+			break // no cut above the last value
+		}
+		sum = [4]int64{s0, s1, s2, s3}
+		for ch := range rest {
+			rest[ch] = bx.sum[ch] - sum[ch]
+		}
+		if g := spreadOf(n, &sum) + spreadOf(bx.n-n, &rest) - base; g > gain {
+			gain, mid = g, i
 		}
 	}
-	*seen = [4]uint64{}
-	mid := q.partition(bx.lo, bx.hi, axis, cut)
 	// The full sums, squares too, of the smaller part; the other's are
 	// the rest.
-	lo, hi := bx.lo, mid
-	if mid-bx.lo > bx.hi-mid {
-		lo, hi = mid, bx.hi
+	lo, hi := 0, mid
+	if mid > len(items)-mid {
+		lo, hi = mid, len(items)
 	}
 	var part boxStats
-	for _, it := range q.items[lo:hi] {
+	for _, it := range items[lo:hi] {
 		part.add(it)
 	}
-	if lo == bx.lo {
+	mid += bx.lo
+	if lo == 0 {
 		return newBox(bx.lo, mid, part), newBox(mid, bx.hi, bx.minus(part))
 	}
 	return newBox(bx.lo, mid, bx.minus(part)), newBox(mid, bx.hi, part)
-}
-
-// partition moves the items of items[lo:hi] whose channel ch is below cut
-// to the front and returns where the others start.
-func (q *quantizer) partition(lo, hi, ch int, cut int32) int {
-	items := q.items
-	for lo < hi {
-		if items[lo].c[ch] < cut {
-			lo++
-		} else {
-			hi--
-			items[lo], items[hi] = items[hi], items[lo]
-		}
-	}
-	return lo
 }
 
 // qentry is a palette entry.
