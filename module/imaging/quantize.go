@@ -681,10 +681,22 @@ func principalAxis(pal []qentry) [4]float32 {
 func (s *nearestEntry) find(c [4]int32, hint int) (uint8, int32) {
 	cl := classOf(c[3])
 	lo, hi := s.seg[cl][0], s.seg[cl][1]
-	if lo == hi {
-		lo, hi = 0, s.n
-	}
 	best, bi := int32(1<<20), -1 // above any distance (7·255²)
+	if lo == hi {
+		// No entry of c's class (a palette of two or three colours
+		// merges translucent and opaque): any entry, searched in full,
+		// since the projections are sorted only within a class.
+		for k := range s.n {
+			if d := qdist(s.c[k], c); d < best {
+				best, bi = d, k
+			}
+		}
+		return s.id[bi], best
+	}
+	p := s.project(c)
+	// The walk starts at the hint when there is one (the entry is
+	// likely near c in the sort too), else where c's projection falls.
+	l, r := -1, -1
 	if hint >= 0 {
 		if k := int(s.pos[hint]); k >= lo && k < hi {
 			best, bi = qdist(s.c[k], c), k
@@ -694,11 +706,21 @@ func (s *nearestEntry) find(c [4]int32, hint int) (uint8, int32) {
 			if 4*best <= s.gap[k] {
 				return s.id[k], best
 			}
+			l, r = k-1, k+1
 		}
 	}
-	p := s.project(c)
+	if bi < 0 {
+		i, _ := slices.BinarySearch(s.proj[lo:hi], p)
+		l, r = lo+i-1, lo+i
+	}
+	// Outwards, one step a side at a time. Two colours whose projections
+	// differ by ds are at least ds apart, so a side ends at the first
+	// entry beyond the bound, which only grows stricter (the margin
+	// covers float32 rounding of the projections). From the hint that
+	// holds too: a side that walks towards c's projection first passes
+	// entries nearer to it in projection than the hint, or than any
+	// entry found since, all within the bound.
 	try := func(k int) bool {
-		// The margin covers float32 rounding of the projections.
 		if ds := s.proj[k] - p; ds*ds > float32(best)+0.5 {
 			return false
 		}
@@ -707,11 +729,7 @@ func (s *nearestEntry) find(c [4]int32, hint int) (uint8, int32) {
 		}
 		return true
 	}
-	i, _ := slices.BinarySearch(s.proj[lo:hi], p)
-	i += lo
-	// Outwards from i, one step a side at a time; a side ends at the
-	// first entry beyond the bound (the bound only grows stricter).
-	for l, r := i-1, i; l >= lo || r < hi; {
+	for l >= lo || r < hi {
 		if r < hi {
 			if try(r) {
 				r++

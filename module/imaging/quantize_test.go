@@ -7,6 +7,7 @@ import (
 	"image/color"
 	"image/draw"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -579,6 +580,78 @@ func TestMedianCutBoxSums(t *testing.T) {
 			}
 			if held != len(q.bins) || len(q.boxes) != 256 {
 				t.Fatalf("%s tile %d: %d boxes hold %d of %d colours", set.name, i, len(q.boxes), held, len(q.bins))
+			}
+		}
+	}
+}
+
+// The nearest-entry search prunes by projection and starts from a hint;
+// neither may ever cost exactness. Random palettes, some spread over the
+// whole cube and some crowded into a corner of it as a dense tile's are,
+// of all three alpha classes, against an exhaustive search within the
+// colour's class, with no hint, a random one and a good one.
+func TestNearestEntryFind(t *testing.T) {
+	rng := rand.New(rand.NewPCG(31, 8))
+	alphaOf := func() int32 {
+		switch rng.IntN(4) {
+		case 0:
+			return 0
+		case 1:
+			return rng.Int32N(254) + 1
+		}
+		return 255
+	}
+	var s nearestEntry
+	for round := range 400 {
+		n := 2 + rng.IntN(255)
+		spread := int32(256)
+		if round%2 == 1 {
+			spread = 24 + rng.Int32N(40)
+		}
+		pal := make([]qentry, n)
+		for i := range pal {
+			a := alphaOf()
+			pal[i] = qentry{[4]int32{rng.Int32N(spread), rng.Int32N(spread), rng.Int32N(spread), a}}
+			if a == 0 {
+				pal[i] = qentry{}
+			}
+		}
+		s.build(pal)
+		for range 1000 {
+			a := alphaOf()
+			c := [4]int32{rng.Int32N(spread + 8), rng.Int32N(spread + 8), rng.Int32N(spread + 8), a}
+			if a == 0 {
+				c = [4]int32{}
+			}
+			want, any := int32(math.MaxInt32), false
+			for _, e := range pal {
+				if classOf(e.c[3]) == classOf(a) {
+					want, any = min(want, qdist(e.c, c)), true
+				}
+			}
+			if !any { // no entry of its class: any entry will do
+				for _, e := range pal {
+					want = min(want, qdist(e.c, c))
+				}
+			}
+			// A hint of c's class when there is one, as refine's are.
+			hint := rng.IntN(n)
+			for range 8 {
+				if classOf(pal[hint].c[3]) == classOf(a) {
+					break
+				}
+				hint = rng.IntN(n)
+			}
+			for _, hint := range []int{-1, hint} {
+				j, d := s.find(c, hint)
+				if d != want || qdist(pal[j].c, c) != want {
+					t.Fatalf("round %d: colour %v, hint %d: entry %d %v at %d (says %d), nearest at %d", round, c, hint, j, pal[j].c, qdist(pal[j].c, c), d, want)
+				}
+				// And from the answer as the hint, as refine's
+				// second pass starts.
+				if j2, d2 := s.find(c, int(j)); d2 != want || qdist(pal[j2].c, c) != want {
+					t.Fatalf("round %d: colour %v, hint %d (nearest): entry %d at %d, nearest at %d", round, c, j, j2, d2, want)
+				}
 			}
 		}
 	}
