@@ -278,7 +278,8 @@ func (s boxStats) sse() float64 {
 type qbox struct {
 	lo, hi int
 	boxStats
-	sse float64
+	sse    float64
+	sorted int // the channel items[lo:hi] are in order of, or -1
 }
 
 // medianCut fills pal with at most colors entries.
@@ -336,7 +337,7 @@ func newBox(lo, hi int, st boxStats) qbox {
 	if hi-lo < 2 {
 		e = 0 // one colour: nothing to split
 	}
-	return qbox{lo: lo, hi: hi, boxStats: st, sse: e}
+	return qbox{lo: lo, hi: hi, boxStats: st, sse: e, sorted: -1}
 }
 
 // addBox adds the box of items[lo:hi], if not empty.
@@ -376,24 +377,9 @@ func (q *quantizer) split(bx qbox) (qbox, qbox) {
 		}
 	}
 	items := q.items[bx.lo:bx.hi]
-	var at [257]int32 // where each value's items go
-	first, last := int32(255), int32(0)
-	for _, it := range items {
-		v := it.c[axis]
-		at[v+1]++
-		first, last = min(first, v), max(last, v)
+	if bx.sorted != axis {
+		q.sortBy(items, axis)
 	}
-	for v := first + 1; v <= last; v++ {
-		at[v] += at[v-1]
-	}
-	sorted := growTo(q.sorted, len(items))
-	q.sorted = sorted
-	for _, it := range items {
-		v := it.c[axis]
-		sorted[at[v]] = it
-		at[v]++
-	}
-	copy(items, sorted)
 	// The cut leaving the least squared error is the one with the
 	// greatest Σ sum²/n over both parts and all channels: the squares of
 	// the colours add up to the same whatever the cut.
@@ -428,15 +414,55 @@ func (q *quantizer) split(bx qbox) (qbox, qbox) {
 	if mid > len(items)-mid {
 		lo, hi = mid, len(items)
 	}
-	var part boxStats
-	for _, it := range items[lo:hi] {
-		part.add(it)
-	}
+	part := sumOf(items[lo:hi])
 	mid += bx.lo
+	var a, b qbox
 	if lo == 0 {
-		return newBox(bx.lo, mid, part), newBox(mid, bx.hi, bx.minus(part))
+		a, b = newBox(bx.lo, mid, part), newBox(mid, bx.hi, bx.minus(part))
+	} else {
+		a, b = newBox(bx.lo, mid, bx.minus(part)), newBox(mid, bx.hi, part)
 	}
-	return newBox(bx.lo, mid, bx.minus(part)), newBox(mid, bx.hi, part)
+	// Both parts stay in order: their next cut along the same channel
+	// (common: a map's colours vary most along one or two) sorts nothing.
+	a.sorted, b.sorted = axis, axis
+	return a, b
+}
+
+// sortBy sorts items by their value in channel ch: a counting sort, two
+// passes and a copy.
+func (q *quantizer) sortBy(items []qitem, ch int) {
+	var at [257]int32 // where each value's items go
+	first, last := int32(255), int32(0)
+	for _, it := range items {
+		v := it.c[ch]
+		at[v+1]++
+		first, last = min(first, v), max(last, v)
+	}
+	for v := first + 1; v <= last; v++ {
+		at[v] += at[v-1]
+	}
+	sorted := growTo(q.sorted, len(items))
+	q.sorted = sorted
+	for _, it := range items {
+		v := it.c[ch]
+		sorted[at[v]] = it
+		at[v]++
+	}
+	copy(items, sorted)
+}
+
+// sumOf is the boxStats of items, summed in registers.
+func sumOf(items []qitem) boxStats {
+	var n, s0, s1, s2, s3, q0, q1, q2, q3 int64
+	for i := range items {
+		it := &items[i]
+		w := int64(it.n)
+		c0, c1, c2, c3 := int64(it.c[0]), int64(it.c[1]), int64(it.c[2]), int64(it.c[3])
+		n += w
+		s0, s1, s2, s3 = s0+w*c0, s1+w*c1, s2+w*c2, s3+w*c3
+		q0, q1, q2, q3 = q0+w*c0*c0, q1+w*c1*c1, q2+w*c2*c2, q3+w*c3*c3
+	}
+	return boxStats{n: n, sum: [4]int64{s0, s1, s2, s3}, sq: [4]int64{q0, q1, q2, q3}}
 }
 
 // qentry is a palette entry.

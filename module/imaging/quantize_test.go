@@ -576,6 +576,11 @@ func TestMedianCutBoxSums(t *testing.T) {
 				if bx.boxStats != want {
 					t.Fatalf("%s tile %d: box [%d,%d) has sums %+v, its colours %+v", set.name, i, bx.lo, bx.hi, bx.boxStats, want)
 				}
+				// A box that says its items are in order of a
+				// channel is cut along it without sorting.
+				if ch := bx.sorted; ch >= 0 && !slices.IsSortedFunc(q.items[bx.lo:bx.hi], func(a, b qitem) int { return int(a.c[ch] - b.c[ch]) }) {
+					t.Fatalf("%s tile %d: box [%d,%d) is not in order of channel %d", set.name, i, bx.lo, bx.hi, ch)
+				}
 				held += bx.hi - bx.lo
 			}
 			if held != len(q.bins) || len(q.boxes) != 256 {
