@@ -215,10 +215,15 @@ func classOf(a int32) alphaClass {
 	return translucentClass
 }
 
-// qitem is a distinct colour with its pixel count and its index in bins.
+// qitem is a distinct colour with its pixel count and its index in bins:
+// 12 bytes, as the median cut moves them about.
 type qitem struct {
-	c     [4]int32
+	c     [4]uint8
 	n, id int32
+}
+
+func itemOf(k nrgba, n, id int32) qitem {
+	return qitem{[4]uint8{k.r(), k.g(), k.b(), k.a()}, n, id}
 }
 
 // boxStats are the weighted sums of a set of colours: enough for its mean
@@ -292,8 +297,8 @@ func (q *quantizer) medianCut(colors int) {
 	for cl := range alphaClasses {
 		start[cl] = len(q.items)
 		for i, k := range q.bins {
-			if c := colourOf(k); classOf(c[3]) == cl {
-				q.items = append(q.items, qitem{c, q.count[i], int32(i)})
+			if classOf(int32(k.a())) == cl {
+				q.items = append(q.items, itemOf(k, q.count[i], int32(i)))
 			}
 		}
 	}
@@ -432,13 +437,13 @@ func (q *quantizer) split(bx qbox) (qbox, qbox) {
 // passes and a copy.
 func (q *quantizer) sortBy(items []qitem, ch int) {
 	var at [257]int32 // where each value's items go
-	first, last := int32(255), int32(0)
+	first, last := uint8(255), uint8(0)
 	for _, it := range items {
 		v := it.c[ch]
-		at[v+1]++
+		at[int(v)+1]++
 		first, last = min(first, v), max(last, v)
 	}
-	for v := first + 1; v <= last; v++ {
+	for v := int(first) + 1; v <= int(last); v++ {
 		at[v] += at[v-1]
 	}
 	sorted := growTo(q.sorted, len(items))
@@ -505,7 +510,7 @@ func (q *quantizer) recentre() {
 	q.sums = growTo(q.sums, len(q.pal))
 	clear(q.sums)
 	for i, k := range q.bins {
-		q.sums[q.assign[i]].add(qitem{c: colourOf(k), n: q.count[i]})
+		q.sums[q.assign[i]].add(itemOf(k, q.count[i], 0))
 	}
 	for j, s := range q.sums {
 		if s.n > 0 {

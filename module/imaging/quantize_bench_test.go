@@ -78,7 +78,7 @@ func medianCutPeer(m image.Image, colors int) *image.Paletted {
 	}
 	items := make([]qitem, len(q.bins))
 	for i, k := range q.bins {
-		items[i] = qitem{c: colourOf(k), n: q.count[i], id: int32(i)}
+		items[i] = itemOf(k, q.count[i], int32(i))
 	}
 	type pbox struct{ lo, hi, sum int }
 	boxes := []pbox{{0, len(items), q.w * q.h}}
@@ -89,8 +89,7 @@ func medianCutPeer(m image.Image, colors int) *image.Paletted {
 		}
 		bx := boxes[bi]
 		part := items[bx.lo:bx.hi]
-		var lo, hi [4]int32
-		lo, hi = part[0].c, part[0].c
+		lo, hi := part[0].c, part[0].c
 		for _, it := range part {
 			for ch, v := range it.c {
 				lo[ch], hi[ch] = min(lo[ch], v), max(hi[ch], v)
@@ -102,7 +101,7 @@ func medianCutPeer(m image.Image, colors int) *image.Paletted {
 				axis = ch
 			}
 		}
-		slices.SortFunc(part, func(x, y qitem) int { return int(x.c[axis] - y.c[axis]) })
+		slices.SortFunc(part, func(x, y qitem) int { return int(x.c[axis]) - int(y.c[axis]) })
 		lower, i := int(part[0].n), 1
 		for ; i < len(part)-1 && lower < bx.sum/2; i++ {
 			lower += int(part[i].n)

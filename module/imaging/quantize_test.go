@@ -578,7 +578,7 @@ func TestMedianCutBoxSums(t *testing.T) {
 				}
 				// A box that says its items are in order of a
 				// channel is cut along it without sorting.
-				if ch := bx.sorted; ch >= 0 && !slices.IsSortedFunc(q.items[bx.lo:bx.hi], func(a, b qitem) int { return int(a.c[ch] - b.c[ch]) }) {
+				if ch := bx.sorted; ch >= 0 && !slices.IsSortedFunc(q.items[bx.lo:bx.hi], func(a, b qitem) int { return int(a.c[ch]) - int(b.c[ch]) }) {
 					t.Fatalf("%s tile %d: box [%d,%d) is not in order of channel %d", set.name, i, bx.lo, bx.hi, ch)
 				}
 				held += bx.hi - bx.lo
