@@ -663,3 +663,42 @@ func TestNearestEntryFind(t *testing.T) {
 		}
 	}
 }
+
+// mapColours searches only each box's candidate entries; every colour
+// must still get an entry of its class at the least distance (any class
+// when its own has no entry: palettes of two or three colours merge
+// translucent and opaque boxes), on every bench set, with palettes of
+// several sizes.
+func TestMapColoursNearest(t *testing.T) {
+	q := new(quantizer)
+	for _, set := range benchSets() {
+		for _, colors := range []int{2, 3, 16, 256} {
+			for i, tile := range set.tiles {
+				q.histogram(tile)
+				if len(q.bins) <= colors {
+					continue
+				}
+				q.medianCut(colors)
+				q.mapColours(false)
+				for id, k := range q.bins {
+					c := colourOf(k)
+					want, of := int32(math.MaxInt32), false
+					for _, e := range q.pal {
+						if classOf(e.c[3]) == classOf(c[3]) {
+							want, of = min(want, qdist(c, e.c)), true
+						}
+					}
+					if !of {
+						for _, e := range q.pal {
+							want = min(want, qdist(c, e.c))
+						}
+					}
+					got := q.pal[q.assign[id]].c
+					if q.dist[id] != want || qdist(c, got) != want || (of && classOf(got[3]) != classOf(c[3])) {
+						t.Fatalf("%s tile %d, %d colours: colour %v mapped to %v at %d (says %d), nearest at %d", set.name, i, colors, c, got, qdist(c, got), q.dist[id], want)
+					}
+				}
+			}
+		}
+	}
+}
