@@ -585,17 +585,19 @@ func colourOf(k nrgba) [4]int32 {
 }
 
 // finish writes the palette (the entries some pixel uses) and the pixels.
+// Without dithering the entries in use are those some colour maps to,
+// and the pixels are written once, already renumbered.
 func (q *quantizer) finish(out *image.Paletted, dither bool) {
+	var used [256]bool
 	if dither {
 		q.dither(out)
-	} else {
-		for i, id := range q.ids {
-			out.Pix[i] = q.assign[id]
+		for _, p := range out.Pix {
+			used[p] = true
 		}
-	}
-	var used [256]bool
-	for _, p := range out.Pix {
-		used[p] = true
+	} else {
+		for _, j := range q.assign[:len(q.bins)] {
+			used[j] = true
+		}
 	}
 	var remap [256]uint8
 	out.Palette = make(color.Palette, 0, len(q.pal))
@@ -605,7 +607,14 @@ func (q *quantizer) finish(out *image.Paletted, dither bool) {
 			out.Palette = append(out.Palette, color.NRGBA{uint8(e.c[0]), uint8(e.c[1]), uint8(e.c[2]), uint8(e.c[3])})
 		}
 	}
-	if len(out.Palette) < len(q.pal) {
+	if !dither {
+		for i, j := range q.assign[:len(q.bins)] {
+			q.assign[i] = remap[j]
+		}
+		for i, id := range q.ids {
+			out.Pix[i] = q.assign[id]
+		}
+	} else if len(out.Palette) < len(q.pal) {
 		for i, p := range out.Pix {
 			out.Pix[i] = remap[p]
 		}
