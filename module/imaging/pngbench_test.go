@@ -221,6 +221,54 @@ func BenchmarkMetatile(b *testing.B) {
 	}
 }
 
+// BenchmarkMetatileFormats is a miss's local work per tile format on a
+// real MapServer metatile: decode the 1024² PNG, slice it 4×4 and encode
+// the 16 tiles on one core, png against png8 (the quantizer's cost shows
+// as the difference). Metatiles beyond testdata's (a shaded relief is 1.4
+// MB and more, too big to keep) are named in BENCH_METATILES, separated
+// by colons:
+//
+//	go test ./module/imaging/ -run '^$' -bench 'BenchmarkMetatileFormats'
+func BenchmarkMetatileFormats(b *testing.B) {
+	paths := []string{
+		filepath.Join("testdata", "mapserver", "mosaic-z4-m45-0.png"),
+		filepath.Join("testdata", "mapserver", "all-layers-z5-0-22.5.png"),
+	}
+	if extra := os.Getenv("BENCH_METATILES"); extra != "" {
+		paths = append(paths, filepath.SplitList(extra)...)
+	}
+	for _, path := range paths {
+		body, err := os.ReadFile(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, mime := range []string{mimePNG, mimePNG8} {
+			f := Format{MIME: mime}
+			b.Run(filepath.Base(path)+"/"+mime, func(b *testing.B) {
+				var buf bytes.Buffer
+				var e Encoder
+				for b.Loop() {
+					img, err := Decode("image/png", body, 1024, 1024)
+					if err != nil {
+						b.Fatal(err)
+					}
+					tiles, err := Slice(img, 4, 4, 256, 256, Gutter{})
+					if err != nil {
+						b.Fatal(err)
+					}
+					for _, tile := range tiles {
+						buf.Reset()
+						if err := e.Encode(&buf, tile, f); err != nil {
+							b.Fatal(err)
+						}
+					}
+					Recycle(img)
+				}
+			})
+		}
+	}
+}
+
 // BenchmarkPNGAgainstZlib6 sets the default encoder against zlib level 6
 // (Go's compress/zlib) on the very same filtered rows, tile by tile: the
 // bar of issue 22, which asks that no tile be larger. "ours" reports the
