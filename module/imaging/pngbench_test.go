@@ -197,27 +197,33 @@ func BenchmarkMetatile(b *testing.B) {
 			enc := encoders[name]
 			b.Run(n+"/"+name, func(b *testing.B) {
 				b.ReportAllocs()
-				var buf bytes.Buffer
-				for b.Loop() {
-					img, err := Decode("image/png", body, 1024, 1024)
-					if err != nil {
-						b.Fatal(err)
-					}
-					tiles, err := Slice(img, 4, 4, 256, 256, Gutter{})
-					if err != nil {
-						b.Fatal(err)
-					}
-					for _, tile := range tiles {
-						buf.Reset()
-						if err := enc(&buf, tile); err != nil {
-							b.Fatal(err)
-						}
-					}
-					// As the cache will: every tile is encoded.
-					Recycle(img)
-				}
+				benchMetatile(b, body, enc)
 			})
 		}
+	}
+}
+
+// benchMetatile decodes the 1024² metatile body, slices it 4×4 and
+// encodes every tile with enc, b.N times.
+func benchMetatile(b *testing.B, body []byte, enc func(*bytes.Buffer, image.Image) error) {
+	var buf bytes.Buffer
+	for b.Loop() {
+		img, err := Decode("image/png", body, 1024, 1024)
+		if err != nil {
+			b.Fatal(err)
+		}
+		tiles, err := Slice(img, 4, 4, 256, 256, Gutter{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, tile := range tiles {
+			buf.Reset()
+			if err := enc(&buf, tile); err != nil {
+				b.Fatal(err)
+			}
+		}
+		// As the cache will: every tile is encoded.
+		Recycle(img)
 	}
 }
 
@@ -244,26 +250,9 @@ func BenchmarkMetatileFormats(b *testing.B) {
 		}
 		for _, mime := range []string{mimePNG, mimePNG8} {
 			f := Format{MIME: mime}
+			var e Encoder
 			b.Run(filepath.Base(path)+"/"+mime, func(b *testing.B) {
-				var buf bytes.Buffer
-				var e Encoder
-				for b.Loop() {
-					img, err := Decode("image/png", body, 1024, 1024)
-					if err != nil {
-						b.Fatal(err)
-					}
-					tiles, err := Slice(img, 4, 4, 256, 256, Gutter{})
-					if err != nil {
-						b.Fatal(err)
-					}
-					for _, tile := range tiles {
-						buf.Reset()
-						if err := e.Encode(&buf, tile, f); err != nil {
-							b.Fatal(err)
-						}
-					}
-					Recycle(img)
-				}
+				benchMetatile(b, body, func(buf *bytes.Buffer, tile image.Image) error { return e.Encode(buf, tile, f) })
 			})
 		}
 	}
