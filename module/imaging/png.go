@@ -183,6 +183,13 @@ type tone struct{ smooth, sharp int }
 // smoothStep is the largest channel difference still counted as smooth.
 const smoothStep = 8
 
+// smoothChange reports whether two packed 8-bit RGBA pixels (either
+// channel order) differ by at most smoothStep in every channel.
+func smoothChange(a, b uint32) bool {
+	return max(absInt(int(a&0xff)-int(b&0xff)), absInt(int(a>>8&0xff)-int(b>>8&0xff)),
+		absInt(int(a>>16&0xff)-int(b>>16&0xff)), absInt(int(a>>24)-int(b>>24))) <= smoothStep
+}
+
 func scan4(pix []byte, stride, w, h int) scan4Result {
 	first := binary.LittleEndian.Uint32(pix)
 	first2 := uint64(first)<<32 | uint64(first)
@@ -190,9 +197,7 @@ func scan4(pix []byte, stride, w, h int) scan4Result {
 	and := ^uint64(0)
 	var t tone
 	count := func(v, prev uint32) {
-		d := max(absInt(int(v&0xff)-int(prev&0xff)), absInt(int(v>>8&0xff)-int(prev>>8&0xff)),
-			absInt(int(v>>16&0xff)-int(prev>>16&0xff)), absInt(int(v>>24)-int(prev>>24)))
-		if d <= smoothStep {
+		if smoothChange(v, prev) {
 			t.smooth++
 		} else {
 			t.sharp++
@@ -638,12 +643,12 @@ var paletteFilterMin = 64
 // the MapServer testdata and of the bench sets' maps lie at 0.03 and
 // below, where the trial never chose filters; quantized shaded relief
 // (three level-4 metatiles of test:relief) from 0.39 up, where it chose
-// them on 43 of 48 tiles, and filtering all
-// 48 made them 0.2–0.7 % smaller than the trial's choices did; the
-// synthetic topographic maps lie between (0.03–0.34), where the trial
-// mostly declines, the synthetic hillshade at 0.53 and above. Skipping
-// the trial saves an eighth of a png8 metatile's encoding on the mosaic
-// and on the relief. (Variables for tests.)
+// them on 43 of 48 tiles, and filtering all 48 made them 0.2–0.7 %
+// smaller than the trial's choices did; the synthetic topographic maps
+// lie between (0.03–0.34), where the trial mostly declines, the
+// synthetic hillshade at 0.53 and above. Skipping the trial saves an
+// eighth of a png8 metatile's encoding on the mosaic and on the relief.
+// (Variables for tests.)
 var flatShare, toneShare = 0.1, 0.45
 
 // smoothShare is the share of s.idx's w×h pixels that differ from the
@@ -659,9 +664,7 @@ func (s *scratch) smoothShare(w, h int) float64 {
 			if i == prev {
 				continue
 			}
-			a, b := s.plte[i], s.plte[prev]
-			if max(absInt(int(a.r())-int(b.r())), absInt(int(a.g())-int(b.g())),
-				absInt(int(a.b())-int(b.b())), absInt(int(a.a())-int(b.a()))) <= smoothStep {
+			if smoothChange(uint32(s.plte[i]), uint32(s.plte[prev])) {
 				smooth++
 			}
 			prev = i
