@@ -130,6 +130,14 @@ func (q *quantizer) histogram(m image.Image) {
 	q.ids = growTo(q.ids, q.w*q.h)
 	q.bins, q.count = q.bins[:0], q.count[:0]
 	q.resetTable(12)
+	switch m := m.(type) {
+	case *image.NRGBA:
+		q.histogramPix(m.Pix[m.PixOffset(b.Min.X, b.Min.Y):], m.Stride, false)
+		return
+	case *image.RGBA:
+		q.histogramPix(m.Pix[m.PixOffset(b.Min.X, b.Min.Y):], m.Stride, true)
+		return
+	}
 	for y := range q.h {
 		q.read.row(q.row, b.Min.Y+y)
 		ids := q.ids[y*q.w : (y+1)*q.w]
@@ -142,6 +150,45 @@ func (q *quantizer) histogram(m image.Image) {
 			q.count[id]++
 		}
 	}
+}
+
+// histogramPix is histogram for the decoders' own pixel formats (NRGBA,
+// and RGBA, premultiplied), read in place: a pixel is converted and
+// looked up only where it differs from the one on its left, and counted
+// by the run.
+func (q *quantizer) histogramPix(pix []byte, stride int, premul bool) {
+	for y := range q.h {
+		row := pix[y*stride:][:4*q.w]
+		ids := q.ids[y*q.w : (y+1)*q.w]
+		last := binary.LittleEndian.Uint32(row)
+		id, run := q.lookup(pixelOf(last, premul)), int32(0)
+		for x := range ids {
+			if k := binary.LittleEndian.Uint32(row[4*x:]); k != last {
+				q.count[id] += run
+				last, id, run = k, q.lookup(pixelOf(k, premul)), 0
+			}
+			ids[x] = id
+			run++
+		}
+		q.count[id] += run
+	}
+}
+
+// pixelOf is a little-endian RGBA pixel as the quantizer counts it.
+func pixelOf(k uint32, premul bool) nrgba {
+	if premul && k>>24 != 0xff {
+		return unpremultiply(uint8(k), uint8(k>>8), uint8(k>>16), uint8(k>>24))
+	}
+	return straight(k)
+}
+
+// straight is an NRGBA pixel as the quantizer counts it: every fully
+// transparent pixel is one colour, 0.
+func straight(k uint32) nrgba {
+	if k>>24 == 0 {
+		return 0
+	}
+	return nrgba(k)
 }
 
 // resetTable empties the hash table, sized 1<<bits slots.
@@ -917,11 +964,7 @@ func (r *pixelReader) row(dst []nrgba, y int) {
 
 func straightRow(dst []nrgba, pix []byte) {
 	for x := range dst {
-		k := binary.LittleEndian.Uint32(pix[4*x:])
-		if k>>24 == 0 {
-			k = 0
-		}
-		dst[x] = nrgba(k)
+		dst[x] = straight(binary.LittleEndian.Uint32(pix[4*x:]))
 	}
 }
 

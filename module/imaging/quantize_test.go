@@ -394,6 +394,40 @@ func TestQuantizeOrigin(t *testing.T) {
 	}
 }
 
+// TestQuantizeInPlaceReaders checks that the histogram's in-place readers
+// of NRGBA and premultiplied RGBA pixels count colours as the generic
+// per-pixel path does (a view hides the type), translucent and fully
+// transparent pixels (of any colour) included, in a tile whose origin is
+// not the image's.
+func TestQuantizeInPlaceReaders(t *testing.T) {
+	disc := antialiasedDisc()
+	// Fully transparent pixels of different colours must count as one.
+	for y := disc.Rect.Min.Y; y < disc.Rect.Max.Y; y++ {
+		for x := disc.Rect.Min.X; x < disc.Rect.Max.X; x++ {
+			if disc.NRGBAAt(x, y).A == 0 {
+				disc.SetNRGBA(x, y, color.NRGBA{uint8(x), uint8(y), 200, 0})
+			}
+		}
+	}
+	premul := image.NewRGBA(disc.Rect)
+	draw.Draw(premul, premul.Rect, disc, disc.Rect.Min, draw.Src)
+	for name, m := range map[string]draw.Image{"nrgba": disc, "rgba": premul} {
+		tile := m.(interface {
+			SubImage(image.Rectangle) image.Image
+		}).SubImage(image.Rect(-100, 300, 100, 480))
+		for _, dither := range []bool{false, true} {
+			got := quantize(tile, 256, dither)
+			want := quantize(&view{img: m, rect: tile.Bounds()}, 256, dither)
+			if !bytes.Equal(got.Pix, want.Pix) || !slices.Equal(got.Palette, want.Palette) {
+				t.Errorf("%s, dither %v: quantized differently from the generic path", name, dither)
+			}
+			if len(want.Palette) < 200 {
+				t.Errorf("%s: only %d entries: the tile is too easy", name, len(want.Palette))
+			}
+		}
+	}
+}
+
 // TestQuantizeDitherKeepsFills checks that dithering leaves a flat fill
 // flat next to a gradient of far more colours than the palette holds.
 func TestQuantizeDitherKeepsFills(t *testing.T) {
