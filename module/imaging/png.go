@@ -532,6 +532,18 @@ func (s *scratch) encodePaletted(dst *bytes.Buffer, t *image.Paletted, set pngSe
 	for i, k := range ps.colors[:n] {
 		s.plte[i] = nrgba(k)
 	}
+	identity := true // as for a quantized tile: every entry used, each once
+	for i, u := range used {
+		identity = identity && (!u || remap[i] == uint8(i))
+	}
+	if off := t.PixOffset(b.Min.X, b.Min.Y); identity && t.Stride == w {
+		// The tile's own indexes are the ones to write: no copy.
+		own := s.idx
+		s.idx = t.Pix[off : off+w*h]
+		s.writePaletted(dst, w, h, n, set)
+		s.idx = own
+		return nil
+	}
 	s.idx = grow(s.idx, w*h)
 	for y := range h {
 		off := t.PixOffset(b.Min.X, b.Min.Y+y)
@@ -599,12 +611,20 @@ func (s *scratch) writePaletted(dst *bytes.Buffer, w, h, n int, set pngSettings)
 	rowBytes := (w*depth + 7) / 8
 	s.raw = grow(s.raw, h*(rowBytes+1))
 	perByte := 8 / depth
+	inOrder := true // order is the identity, as for a quantized tile
+	for i := range n {
+		inOrder = inOrder && order[i] == uint8(i)
+	}
 	for y := range h {
 		in := s.idx[y*w : (y+1)*w]
 		out := s.raw[y*(rowBytes+1) : (y+1)*(rowBytes+1)]
 		out[0] = ftNone
 		out = out[1:]
 		if depth == 8 {
+			if inOrder {
+				copy(out, in)
+				continue
+			}
 			for x, i := range in {
 				out[x] = order[i]
 			}

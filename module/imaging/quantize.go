@@ -704,12 +704,16 @@ func (q *quantizer) finish(out *image.Paletted, dither bool) {
 			used[j] = true
 		}
 	}
-	var remap [256]uint8
+	// Entries with alpha first, as the PNG encoder orders them for a
+	// short tRNS chunk: it then writes the indexes as they are.
+	remap := identityMap
 	out.Palette = make(color.Palette, 0, len(q.pal))
-	for j, e := range q.pal {
-		if used[j] {
-			remap[j] = uint8(len(out.Palette))
-			out.Palette = append(out.Palette, color.NRGBA{uint8(e.c[0]), uint8(e.c[1]), uint8(e.c[2]), uint8(e.c[3])})
+	for _, opaque := range [2]bool{false, true} {
+		for j, e := range q.pal {
+			if used[j] && (e.c[3] == 0xff) == opaque {
+				remap[j] = uint8(len(out.Palette))
+				out.Palette = append(out.Palette, color.NRGBA{uint8(e.c[0]), uint8(e.c[1]), uint8(e.c[2]), uint8(e.c[3])})
+			}
 		}
 	}
 	if !dither {
@@ -719,12 +723,20 @@ func (q *quantizer) finish(out *image.Paletted, dither bool) {
 		for i, id := range q.ids {
 			out.Pix[i] = q.assign[id]
 		}
-	} else if len(out.Palette) < len(q.pal) {
+	} else if remap != identityMap {
 		for i, p := range out.Pix {
 			out.Pix[i] = remap[p]
 		}
 	}
 }
+
+// identityMap maps every index to itself.
+var identityMap = func() (m [256]uint8) {
+	for i := range m {
+		m[i] = uint8(i)
+	}
+	return m
+}()
 
 // dither maps the pixels with error diffusion: Floyd–Steinberg weights on
 // R, G and B at ditherStrength, left to right. Alpha is not diffused: it
