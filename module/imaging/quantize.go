@@ -129,7 +129,13 @@ func (q *quantizer) histogram(m image.Image) {
 	q.row = growTo(q.row, q.w)
 	q.ids = growTo(q.ids, q.w*q.h)
 	q.bins, q.count = q.bins[:0], q.count[:0]
-	q.resetTable(12)
+	// The table starts at the size the last tile needed: tiles of one
+	// layer are alike, and growing the table rehashes every colour.
+	bits := uint(12)
+	if q.shift != 0 {
+		bits = max(bits, 32-q.shift)
+	}
+	q.resetTable(bits)
 	switch m := m.(type) {
 	case *image.NRGBA:
 		q.histogramPix(m.Pix[m.PixOffset(b.Min.X, b.Min.Y):], m.Stride, false)
