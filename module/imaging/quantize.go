@@ -107,6 +107,7 @@ type quantizer struct {
 	cand   [256][]uint32 // per box: entries that may be nearer to its colours, distance<<8 | index
 	assign []uint8       // per bin: its entry
 	dist   []int32       // per bin: squared distance to its entry
+	first  []int32       // per item: squared distance to its box's entry
 	errs   []float32     // dithering: two rows of RGB error
 }
 
@@ -556,12 +557,16 @@ func (q *quantizer) mapColours(dither bool) {
 	if dither {
 		q.near.build(q.pal)
 	}
-	var reach [256]int32 // 4 × the squared distance of each box's farthest colour
+	// Each colour's distance to its box's entry, and 4 × the farthest.
+	q.first = growTo(q.first, len(q.items))
+	var reach [256]int32
 	for b, bx := range q.boxes {
 		e := q.pal[b].c
 		far := int32(0)
-		for _, it := range q.items[bx.lo:bx.hi] {
-			far = max(far, qdist(itemColour(it), e))
+		for i, it := range q.items[bx.lo:bx.hi] {
+			d := qdist(itemColour(it), e)
+			q.first[bx.lo+i] = d
+			far = max(far, d)
 		}
 		reach[b] = 4 * far
 	}
@@ -573,8 +578,8 @@ func (q *quantizer) mapColours(dither bool) {
 	for b, bx := range q.boxes {
 		cand := q.cand[b]
 		slices.Sort(cand) // by distance: it is the high bits
-		e := q.pal[b].c
-		for _, it := range q.items[bx.lo:bx.hi] {
+		first := q.first[bx.lo:bx.hi]
+		for i, it := range q.items[bx.lo:bx.hi] {
 			c := itemColour(it)
 			if classOf(c[3]) != cl[b] {
 				// A box of two classes (palettes of two or three
@@ -582,7 +587,7 @@ func (q *quantizer) mapColours(dither bool) {
 				q.assign[it.id], q.dist[it.id] = q.nearestOfClass(c)
 				continue
 			}
-			first := qdist(c, e)
+			first := first[i]
 			best, bi := first, uint8(b)
 			for _, k := range cand {
 				if int32(k>>8) >= 4*first {
