@@ -131,10 +131,12 @@ func (q *quantizer) histogram(m image.Image) {
 	q.ids = growTo(q.ids, q.w*q.h)
 	q.bins, q.count = q.bins[:0], q.count[:0]
 	// The table starts at the size the last tile needed: tiles of one
-	// layer are alike, and growing the table rehashes every colour.
+	// layer are alike, and growing the table rehashes every colour. Not
+	// above 1<<16 slots (512 KB, cleared for every tile), which hold a
+	// tile of 32,768 colours.
 	bits := uint(12)
 	if q.shift != 0 {
-		bits = max(bits, 32-q.shift)
+		bits = min(max(bits, 32-q.shift), 16)
 	}
 	q.resetTable(bits)
 	switch m := m.(type) {
