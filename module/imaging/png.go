@@ -698,7 +698,7 @@ func (s *scratch) smoothShare(w, h int) float64 {
 // 4 % of a png8 metatile's time on the mosaic; one in four leaves every
 // choice, and so every byte, of the bench sets and of a relief metatile
 // as it was (one in eight changed three relief tiles).
-var smoothRowStep = 4
+const smoothRowStep = 4
 
 // lightnessOrder orders s.plte[:n] translucent entries first (so that
 // tRNS stays short), each group from dark to light: on shaded relief and
