@@ -579,7 +579,7 @@ func (q *quantizer) mapColours(dither bool) {
 	q.candidates(&reach, &cl)
 	for b, bx := range q.boxes {
 		cand := q.cand[b]
-		slices.Sort(cand) // by distance: it is the high bits
+		sortCandidates(cand)
 		first := q.first[bx.lo:bx.hi]
 		for i, it := range q.items[bx.lo:bx.hi] {
 			c := itemColour(it)
@@ -672,6 +672,23 @@ func (q *quantizer) candidates(reach *[256]int32, cl *[256]alphaClass) {
 			}
 		}
 		q.cand[b] = cand
+	}
+}
+
+// sortCandidates sorts a box's candidates by distance (the high bits):
+// by insertion when the list is short, as most are (13 entries on the
+// mosaic).
+func sortCandidates(c []uint32) {
+	if len(c) > 32 {
+		slices.Sort(c)
+		return
+	}
+	for i := 1; i < len(c); i++ {
+		v, j := c[i], i
+		for ; j > 0 && c[j-1] > v; j-- {
+			c[j] = c[j-1]
+		}
+		c[j] = v
 	}
 }
 
