@@ -303,14 +303,8 @@ func (s *boxStats) add(it qitem) {
 
 // spread is Σ weight·sum²/n over the channels: the squared error is
 // Σ weight·sq minus this.
-func (s boxStats) spread() float64 { return spreadOf(s.n, &s.sum) }
-
-func (s *boxStats) plus(t boxStats) {
-	s.n += t.n
-	for ch := range s.sum {
-		s.sum[ch] += t.sum[ch]
-		s.sq[ch] += t.sq[ch]
-	}
+func (s boxStats) spread() float64 {
+	return spread4(s.n, s.sum[0], s.sum[1], s.sum[2], s.sum[3])
 }
 
 func (s boxStats) minus(t boxStats) boxStats {
@@ -415,17 +409,9 @@ func (q *quantizer) addBox(lo, hi int) {
 	q.boxes = append(q.boxes, newBox(lo, hi, st))
 }
 
-// spreadOf is Σ weight·sum²/n over the channels of n pixels with these
-// sums: boxStats.spread, and the cut search's on sums without squares.
-func spreadOf(n int64, sum *[4]int64) float64 {
-	var p float64
-	for ch, v := range sum {
-		p += channelWeight[ch] * float64(v) * float64(v)
-	}
-	return p / float64(n)
-}
-
-// spread4 is spreadOf(n, &[4]int64{s0, s1, s2, s3}) in registers.
+// spread4 is Σ weight·sum²/n over the channels of n pixels whose
+// channel sums are s0..s3: boxStats.spread, and the cut search's on sums
+// kept in registers.
 func spread4(n, s0, s1, s2, s3 int64) float64 {
 	f0, f1, f2, f3 := float64(s0), float64(s1), float64(s2), float64(s3)
 	return (f0*f0 + f1*f1 + f2*f2 + alphaWeight*f3*f3) / float64(n)
@@ -469,8 +455,7 @@ func (q *quantizer) split(bx qbox) (qbox, qbox) {
 		if i == len(items) {
 			break // no cut above the last value
 		}
-		// spreadOf of both parts, in scalars (the same sums in the same
-		// order, so the same floats).
+		// The spread of both parts.
 		if g := spread4(n, s0, s1, s2, s3) + spread4(bx.n-n, t0-s0, t1-s1, t2-s2, t3-s3) - base; g > gain {
 			gain, mid = g, i
 		}
